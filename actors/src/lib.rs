@@ -1,0 +1,18 @@
+//! The write side of the pharmacy service: the actor runtime that serialises
+//! per-branch and per-device mutations, and the transactions those actors run.
+//! Every invariant these transactions keep is also enforced by the database
+//! (constraints, conditional updates, row locks), so two server processes on
+//! one database stay correct.
+
+pub mod changes;
+pub mod db;
+pub mod error;
+pub mod metrics;
+pub mod role;
+pub mod runtime;
+pub mod sessions;
+pub mod wire;
+
+pub use error::{Error, Result};
+pub use role::Role;
+pub use runtime::{Command, Registry, RuntimeConfig};

@@ -1,0 +1,56 @@
+//! Actor metrics, registered in the process-wide Prometheus registry that
+//! `GET /metrics` renders.
+
+use std::sync::LazyLock;
+
+use prometheus::{
+    register_histogram_vec, register_int_counter_vec, register_int_gauge_vec, HistogramVec,
+    IntCounterVec, IntGaugeVec,
+};
+
+pub static MAILBOX_DEPTH: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    register_int_gauge_vec!(
+        "actor_mailbox_depth",
+        "Messages waiting in actor mailboxes, by actor kind",
+        &["kind"]
+    )
+    .expect("metric registers once")
+});
+
+pub static MAILBOX_REJECTED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "actor_mailbox_rejected_total",
+        "Messages refused because the actor's mailbox was full (answered 503)",
+        &["kind"]
+    )
+    .expect("metric registers once")
+});
+
+pub static MAILBOX_WAIT: LazyLock<HistogramVec> = LazyLock::new(|| {
+    register_histogram_vec!(
+        "actor_mailbox_wait_seconds",
+        "Time a message waited in the mailbox before handling",
+        &["kind"],
+        vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5]
+    )
+    .expect("metric registers once")
+});
+
+pub static HANDLE_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
+    register_histogram_vec!(
+        "actor_handle_seconds",
+        "Time an actor spent handling one message, by actor kind and command",
+        &["kind", "command"],
+        vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5]
+    )
+    .expect("metric registers once")
+});
+
+pub static ACTORS_STARTED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "actors_started_total",
+        "Actors started (first use or restart), by kind",
+        &["kind"]
+    )
+    .expect("metric registers once")
+});

@@ -1,0 +1,135 @@
+//! Cash sessions: one open session per branch at a time. The branch actor
+//! serialises opens in this process; the partial unique index
+//! `cash_sessions_one_open_per_branch` makes it hold across processes.
+
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use serde::Serialize;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::db::{self, Pool};
+use crate::error::{Error, Result};
+use crate::runtime::Command;
+use crate::wire;
+
+/// The spec's cash session shape.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct CashSession {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    #[schema(value_type = String)]
+    pub user_id: Uuid,
+    #[schema(value_type = String)]
+    pub branch_id: Uuid,
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String, example = "50000.00")]
+    pub opening_float: Decimal,
+    /// `open` or `closed`.
+    pub status: String,
+    pub break_minutes: i32,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub opened_at: DateTime<Utc>,
+    #[serde(serialize_with = "wire::ts_opt")]
+    #[schema(value_type = Option<String>)]
+    pub closed_at: Option<DateTime<Utc>>,
+    pub total_sales: i32,
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String)]
+    pub total_revenue: Decimal,
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String)]
+    pub total_vat: Decimal,
+    /// JSON object text: payment method → amount (`{"cash":"1200.00"}`).
+    pub payment_breakdown: String,
+}
+
+/// Columns read for a `CashSession`, in `from_row` order.
+pub const COLUMNS: [&str; 12] = [
+    "id",
+    "user_id",
+    "branch_id",
+    "opening_float",
+    "status",
+    "break_minutes",
+    "opened_at",
+    "closed_at",
+    "total_sales",
+    "total_revenue",
+    "total_vat",
+    "payment_breakdown",
+];
+
+impl CashSession {
+    pub fn from_row(r: &Row) -> Self {
+        let breakdown: serde_json::Value = r.get("payment_breakdown");
+        CashSession {
+            id: r.get("id"),
+            user_id: r.get("user_id"),
+            branch_id: r.get("branch_id"),
+            opening_float: r.get("opening_float"),
+            status: r.get("status"),
+            break_minutes: r.get("break_minutes"),
+            opened_at: r.get("opened_at"),
+            closed_at: r.get("closed_at"),
+            total_sales: r.get("total_sales"),
+            total_revenue: r.get("total_revenue"),
+            total_vat: r.get("total_vat"),
+            payment_breakdown: breakdown.to_string(),
+        }
+    }
+}
+
+/// Opens the branch's cash session, or returns the one already open.
+pub struct OpenSession {
+    pub branch_id: Uuid,
+    pub user_id: Uuid,
+    pub opening_float: Decimal,
+}
+
+impl Command for OpenSession {
+    type Output = CashSession;
+    const NAME: &'static str = "open_session";
+
+    async fn run(self, pool: Pool) -> Result<CashSession> {
+        let client = pool.get().await?;
+        let id = Uuid::now_v7();
+        let (branch_id, user_id, float) = (self.branch_id, self.user_id, self.opening_float);
+        // Another process may have opened one between our insert and our read,
+        // or closed it: loop until one of the two statements sees a session.
+        for _ in 0..5 {
+            let insert = sea_query::raw_query!(
+                PostgresQueryBuilder,
+                r#"INSERT INTO cash_sessions (id, user_id, branch_id, opening_float, status)
+                   VALUES ({id}, {user_id}, {branch_id}, {float}, 'open')
+                   ON CONFLICT (branch_id) WHERE status = 'open' DO NOTHING
+                   RETURNING *"#
+            );
+            if let Some(row) = db::raw_opt(&client, &insert.sql, insert.values).await? {
+                return Ok(CashSession::from_row(&row));
+            }
+            if let Some(open) = current(&client, branch_id).await? {
+                return Ok(open);
+            }
+        }
+        Err(Error::busy("The cash session is changing; please retry."))
+    }
+}
+
+/// The branch's open session, if any.
+pub async fn current<C: deadpool_postgres::GenericClient + Sync>(
+    client: &C,
+    branch_id: Uuid,
+) -> Result<Option<CashSession>> {
+    use sea_query::{Expr, ExprTrait, Query};
+    let q = Query::select()
+        .columns(COLUMNS)
+        .from("cash_sessions")
+        .and_where(Expr::col("branch_id").eq(branch_id))
+        .and_where(Expr::col("status").eq("open"))
+        .to_owned();
+    Ok(db::fetch_opt(client, &q)
+        .await?
+        .map(|r| CashSession::from_row(&r)))
+}

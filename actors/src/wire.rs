@@ -1,0 +1,58 @@
+//! Wire formats shared by every response: RFC 3339 UTC timestamps with
+//! milliseconds, money as decimal strings or JSON numbers as the spec says
+//! per field, and 0/1 integer flags for the snapshot shapes.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rust_decimal::prelude::ToPrimitive;
+use rust_decimal::Decimal;
+use serde::Serializer;
+
+pub fn format_ts(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+pub fn ts<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_ts(t))
+}
+
+pub fn ts_opt<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => s.serialize_str(&format_ts(t)),
+        None => s.serialize_none(),
+    }
+}
+
+/// Money rendered with two decimal places, as a string (`"1500.00"`).
+pub fn money_str<S: Serializer>(d: &Decimal, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&two_places(*d))
+}
+
+pub fn money_str_opt<S: Serializer>(d: &Option<Decimal>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.collect_str(&two_places(*d)),
+        None => s.serialize_none(),
+    }
+}
+
+/// Money as a JSON number where the spec says `number`.
+pub fn money_num<S: Serializer>(d: &Decimal, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.to_f64().unwrap_or_default())
+}
+
+pub fn money_num_opt<S: Serializer>(d: &Option<Decimal>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_f64(d.to_f64().unwrap_or_default()),
+        None => s.serialize_none(),
+    }
+}
+
+/// A boolean as the snapshot's `int01` flag.
+pub fn int01<S: Serializer>(b: &bool, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u8(u8::from(*b))
+}
+
+pub fn two_places(d: Decimal) -> Decimal {
+    let mut d = d.round_dp_with_strategy(2, rust_decimal::RoundingStrategy::MidpointAwayFromZero);
+    d.rescale(2);
+    d
+}

@@ -1,0 +1,77 @@
+//! Builds and runs the actix application. `main` and the tests share it.
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::http::StatusCode;
+use actix_web::middleware::{from_fn, ErrorHandlers};
+use actix_web::{web, App, HttpServer};
+
+use crate::auth::tokens::TokenKeys;
+use crate::config::Config;
+use crate::http;
+use crate::state::AppState;
+use crate::telemetry;
+use actors::db::Pool;
+use actors::Registry;
+
+/// A started server and the actor registry it feeds.
+pub struct Running {
+    pub server: actix_web::dev::Server,
+    pub registry: Arc<Registry>,
+    pub port: u16,
+}
+
+/// Starts the HTTP server on `listener`. Must run inside an actix `System`
+/// (the actors live on its arbiters).
+pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Result<Running> {
+    let port = listener.local_addr()?.port();
+    let registry = Arc::new(Registry::new(pool.clone(), config.runtime()));
+    let workers = match config.http.workers {
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        n => n,
+    };
+    let shutdown = config.http.shutdown_timeout_secs;
+    let state = web::Data::new(AppState {
+        pool,
+        actors: registry.clone(),
+        tokens: TokenKeys::new(&config.auth),
+        config: Arc::new(config),
+    });
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .wrap(
+                ErrorHandlers::new()
+                    .handler(StatusCode::METHOD_NOT_ALLOWED, http::method_not_allowed),
+            )
+            .wrap(from_fn(telemetry::request_context))
+            .configure(http::health::configure)
+            .service(web::scope("/api/v1").configure(http::configure_api))
+            .service(http::openapi::docs_service())
+            .default_service(web::to(http::not_found))
+    })
+    .listen(listener)?
+    .workers(workers)
+    .shutdown_timeout(shutdown)
+    .run();
+    Ok(Running {
+        server,
+        registry,
+        port,
+    })
+}
+
+/// Runs until SIGTERM/SIGINT: in-flight requests finish, then the actors'
+/// mailboxes drain.
+pub async fn serve(config: Config, pool: Pool) -> std::io::Result<()> {
+    let listener = TcpListener::bind((config.http.host.as_str(), config.http.port))?;
+    let drain = Duration::from_secs(config.http.shutdown_timeout_secs);
+    tracing::info!(address = %listener.local_addr()?, "listening");
+    let running = start(config, pool, listener)?;
+    running.server.await?;
+    tracing::info!("HTTP server stopped; draining actor mailboxes");
+    running.registry.drain(drain).await;
+    Ok(())
+}

@@ -1,0 +1,125 @@
+//! Who is calling: the bearer-token extractor, the role guard and the branch
+//! scope rule every handler uses.
+
+pub mod passwords;
+pub mod tokens;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use actix_web::{dev::Payload, http::header, web, FromRequest, HttpRequest};
+use sea_query::{Expr, ExprTrait, Query};
+use uuid::Uuid;
+
+use crate::state::AppState;
+use actors::{db, Error, Result, Role};
+
+/// The authenticated caller. Extracting it checks the token and that the
+/// user is still active, so a deactivated user's token stops working at once.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub user_id: Uuid,
+    pub role: Role,
+    pub branch_id: Uuid,
+    pub org_id: Uuid,
+}
+
+impl Caller {
+    pub fn is_admin(&self) -> bool {
+        self.role == Role::Admin
+    }
+
+    /// 403 unless the caller has one of `roles`.
+    pub fn require(&self, roles: &[Role]) -> Result<()> {
+        if roles.contains(&self.role) {
+            Ok(())
+        } else {
+            Err(Error::forbidden(format!(
+                "Your role ({}) is not allowed to do this.",
+                self.role
+            )))
+        }
+    }
+
+    /// The branch a request acts on: the caller's own, or for an admin any
+    /// branch it names. A non-admin naming another branch gets 403.
+    pub fn branch_scope(&self, requested: Option<Uuid>) -> Result<Uuid> {
+        match requested {
+            None => Ok(self.branch_id),
+            Some(b) if b == self.branch_id || self.is_admin() => Ok(b),
+            Some(_) => Err(Error::forbidden("You can only work on your own branch.")),
+        }
+    }
+
+    /// For lists: `None` means every branch (an admin who named none).
+    pub fn branch_filter(&self, requested: Option<Uuid>) -> Result<Option<Uuid>> {
+        if self.is_admin() {
+            Ok(requested)
+        } else {
+            self.branch_scope(requested).map(Some)
+        }
+    }
+
+    /// Whether the caller may see an object of `branch_id`.
+    pub fn can_see_branch(&self, branch_id: Uuid) -> bool {
+        self.is_admin() || self.branch_id == branch_id
+    }
+}
+
+fn bearer(req: &HttpRequest) -> Result<String> {
+    let value = req.headers().get(header::AUTHORIZATION).ok_or_else(|| {
+        Error::Unauthorized("Sign in first: the Authorization header is missing.".to_owned())
+    })?;
+    let value = value
+        .to_str()
+        .map_err(|_| Error::Unauthorized("The Authorization header is malformed.".to_owned()))?;
+    let (scheme, token) = value.split_once(' ').ok_or_else(|| {
+        Error::Unauthorized("The Authorization header must be `Bearer <token>`.".to_owned())
+    })?;
+    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
+        return Err(Error::Unauthorized(
+            "The Authorization header must be `Bearer <token>`.".to_owned(),
+        ));
+    }
+    Ok(token.trim().to_owned())
+}
+
+impl FromRequest for Caller {
+    type Error = Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Caller>>>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let state = req.app_data::<web::Data<AppState>>().cloned();
+        let token = bearer(req);
+        Box::pin(async move {
+            let state = state.ok_or_else(|| Error::internal("application state missing"))?;
+            let claims = state.tokens.verify_access(&token?)?;
+            let user_id = Uuid::parse_str(&claims.sub)
+                .map_err(|_| Error::Unauthorized("The access token is invalid.".to_owned()))?;
+            load_active(&state, user_id).await
+        })
+    }
+}
+
+/// Current role and branch come from the database, not the token, so role
+/// changes and deactivation take effect on the next request.
+async fn load_active(state: &AppState, user_id: Uuid) -> Result<Caller> {
+    let client = state.pool.get().await?;
+    let q = Query::select()
+        .columns(["role", "branch_id", "org_id"])
+        .from("users")
+        .and_where(Expr::col("id").eq(user_id))
+        .and_where(Expr::col("is_active").eq(true))
+        .and_where(Expr::col("is_deleted").eq(false))
+        .to_owned();
+    let row = db::fetch_opt(&client, &q)
+        .await?
+        .ok_or_else(|| Error::Unauthorized("This account is no longer active.".to_owned()))?;
+    let role: String = row.get("role");
+    Ok(Caller {
+        user_id,
+        role: Role::parse(&role).ok_or_else(|| Error::internal(format!("unknown role {role}")))?,
+        branch_id: row.get("branch_id"),
+        org_id: row.get("org_id"),
+    })
+}

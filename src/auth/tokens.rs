@@ -1,0 +1,121 @@
+//! Access tokens (HS256 JWT with explicit issuer, audience and leeway, per
+//! RFC 8725) and opaque, single-use refresh tokens stored as SHA-256 digests.
+
+use chrono::Utc;
+use jsonwebtoken::{decode, encode, Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::config::AuthConfig;
+use actors::{Error, Result, Role};
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Claims {
+    pub sub: String,
+    pub role: Role,
+    pub branch_id: String,
+    pub org_id: String,
+    pub iat: i64,
+    pub nbf: i64,
+    pub exp: i64,
+    pub jti: String,
+    pub iss: String,
+    pub aud: String,
+    /// Always `access`: a refresh token is never a JWT, so it cannot pass here.
+    pub typ: String,
+}
+
+pub struct TokenKeys {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    validation: Validation,
+    issuer: String,
+    audience: String,
+    pub access_ttl_secs: i64,
+    pub refresh_ttl_secs: i64,
+}
+
+impl TokenKeys {
+    pub fn new(cfg: &AuthConfig) -> Self {
+        // Only HS256 is accepted: `alg: none` and RS/HS confusion fail here.
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.set_issuer(&[&cfg.issuer]);
+        validation.set_audience(&[&cfg.audience]);
+        validation.leeway = cfg.leeway_secs;
+        validation.validate_nbf = true;
+        validation.set_required_spec_claims(&["exp", "nbf", "iat", "sub", "iss", "aud"]);
+        TokenKeys {
+            encoding: EncodingKey::from_secret(cfg.jwt_secret.as_bytes()),
+            decoding: DecodingKey::from_secret(cfg.jwt_secret.as_bytes()),
+            validation,
+            issuer: cfg.issuer.clone(),
+            audience: cfg.audience.clone(),
+            access_ttl_secs: cfg.access_token_minutes.max(1) * 60,
+            refresh_ttl_secs: cfg.refresh_token_days.max(1) * 86_400,
+        }
+    }
+
+    pub fn issue_access(
+        &self,
+        user_id: Uuid,
+        role: Role,
+        branch_id: Uuid,
+        org_id: Uuid,
+    ) -> Result<String> {
+        let now = Utc::now().timestamp();
+        let claims = Claims {
+            sub: user_id.to_string(),
+            role,
+            branch_id: branch_id.to_string(),
+            org_id: org_id.to_string(),
+            iat: now,
+            nbf: now,
+            exp: now + self.access_ttl_secs,
+            jti: Uuid::now_v7().to_string(),
+            iss: self.issuer.clone(),
+            aud: self.audience.clone(),
+            typ: "access".to_owned(),
+        };
+        encode(&Header::new(Algorithm::HS256), &claims, &self.encoding).map_err(Error::internal)
+    }
+
+    /// Checks signature, algorithm, expiry, not-before, issuer and audience.
+    pub fn verify_access(&self, token: &str) -> Result<Claims> {
+        let data = decode::<Claims>(token, &self.decoding, &self.validation)
+            .map_err(|e| Error::Unauthorized(describe(&e)))?;
+        if data.claims.typ != "access" {
+            return Err(Error::Unauthorized(
+                "The token is not an access token.".to_owned(),
+            ));
+        }
+        Ok(data.claims)
+    }
+}
+
+fn describe(e: &jsonwebtoken::errors::Error) -> String {
+    use jsonwebtoken::errors::ErrorKind;
+    match e.kind() {
+        ErrorKind::ExpiredSignature => "The access token has expired; sign in again or refresh it.",
+        ErrorKind::ImmatureSignature => "The access token is not valid yet.",
+        ErrorKind::InvalidIssuer | ErrorKind::InvalidAudience => {
+            "The access token was not issued for this service."
+        }
+        _ => "The access token is invalid.",
+    }
+    .to_owned()
+}
+
+/// A fresh opaque refresh token and the digest stored for it.
+pub fn new_refresh_token() -> (String, Vec<u8>) {
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    let token = hex::encode(bytes);
+    let digest = refresh_digest(&token);
+    (token, digest)
+}
+
+pub fn refresh_digest(token: &str) -> Vec<u8> {
+    Sha256::digest(token.as_bytes()).to_vec()
+}

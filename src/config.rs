@@ -1,0 +1,159 @@
+//! Layered configuration: the built-in `config/default.toml`, then
+//! `config/<APP_ENV>.toml` and `config/local.toml` when present, then the
+//! environment (`PHARMACY__SECTION__KEY`, plus `DATABASE_URL`, `HOST`,
+//! `PORT`, `JWT_SECRET`, `APP_ENV`).
+
+use std::path::PathBuf;
+
+use figment::providers::{Env, Format, Toml};
+use figment::Figment;
+use serde::Deserialize;
+
+pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+pub const DEFAULT_JWT_SECRET: &str = "dev-only-secret-change-me-in-production";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AppEnv {
+    Development,
+    Production,
+}
+
+#[derive(Clone, Deserialize)]
+pub struct Config {
+    pub env: AppEnv,
+    pub http: HttpConfig,
+    pub database: DatabaseConfig,
+    pub devdb: DevDbConfig,
+    pub auth: AuthConfig,
+    pub actors: ActorsConfig,
+    pub log: LogConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct HttpConfig {
+    pub host: String,
+    pub port: u16,
+    pub workers: usize,
+    pub body_limit_bytes: usize,
+    pub push_body_limit_bytes: usize,
+    pub shutdown_timeout_secs: u64,
+    pub trust_forwarded_for: bool,
+}
+
+#[derive(Clone, Deserialize)]
+pub struct DatabaseConfig {
+    pub url: Option<String>,
+    pub pool_size: usize,
+    pub pool_wait_timeout_ms: u64,
+    pub connect_timeout_ms: u64,
+    pub statement_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct DevDbConfig {
+    pub dir: PathBuf,
+    pub port: u16,
+    pub database: String,
+}
+
+#[derive(Clone, Deserialize)]
+pub struct AuthConfig {
+    pub jwt_secret: String,
+    pub issuer: String,
+    pub audience: String,
+    pub access_token_minutes: i64,
+    pub refresh_token_days: i64,
+    pub leeway_secs: u64,
+    pub login_failures_per_email: i32,
+    pub login_failures_per_address: i32,
+    pub login_window_secs: i64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ActorsConfig {
+    pub branch_mailbox: usize,
+    pub device_mailbox: usize,
+    pub arbiters: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct LogConfig {
+    pub format: String,
+    pub level: String,
+}
+
+// Secrets never reach a log line, even through `{:?}`.
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("env", &self.env)
+            .field("http", &self.http)
+            .field("database.url", &self.database.url.as_ref().map(|_| "<set>"))
+            .field("database.pool_size", &self.database.pool_size)
+            .field("actors", &self.actors)
+            .field("log", &self.log)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid configuration: {0}")]
+    Invalid(#[from] Box<figment::Error>),
+    #[error("refusing to start in production with the default JWT secret: set JWT_SECRET")]
+    DefaultSecretInProduction,
+}
+
+impl Config {
+    /// Loads the layered configuration from `config/` (or `PHARMACY_CONFIG_DIR`)
+    /// and the environment.
+    pub fn load() -> Result<Config, ConfigError> {
+        let dir = std::env::var_os("PHARMACY_CONFIG_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("config"));
+        let app_env = std::env::var("APP_ENV").unwrap_or_else(|_| "development".to_owned());
+        let figment = Figment::from(Toml::string(DEFAULT_TOML))
+            .merge(Toml::file(dir.join(format!("{app_env}.toml"))))
+            .merge(Toml::file(dir.join("local.toml")))
+            .merge(Env::prefixed("PHARMACY__").split("__"))
+            .merge(
+                Env::raw()
+                    .only(&["DATABASE_URL"])
+                    .map(|_| "database.url".into()),
+            )
+            .merge(Env::raw().only(&["HOST"]).map(|_| "http.host".into()))
+            .merge(Env::raw().only(&["PORT"]).map(|_| "http.port".into()))
+            .merge(
+                Env::raw()
+                    .only(&["JWT_SECRET"])
+                    .map(|_| "auth.jwt_secret".into()),
+            )
+            .merge(Env::raw().only(&["APP_ENV"]).map(|_| "env".into()));
+        let config: Config = figment.extract().map_err(Box::new)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The built-in defaults alone, for tests and tools.
+    pub fn defaults() -> Config {
+        Figment::from(Toml::string(DEFAULT_TOML))
+            .extract()
+            .expect("the built-in default configuration is valid")
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.env == AppEnv::Production && self.auth.jwt_secret == DEFAULT_JWT_SECRET {
+            return Err(ConfigError::DefaultSecretInProduction);
+        }
+        Ok(())
+    }
+
+    pub fn runtime(&self) -> actors::RuntimeConfig {
+        actors::RuntimeConfig {
+            branch_mailbox: self.actors.branch_mailbox,
+            device_mailbox: self.actors.device_mailbox,
+            arbiters: self.actors.arbiters,
+        }
+    }
+}

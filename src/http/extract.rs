@@ -1,0 +1,222 @@
+//! Request extractors that turn every malformed input into a 400 problem
+//! naming the field: JSON bodies (size-limited, 413 above the limit), query
+//! strings, path ids and paging parameters.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use actix_web::dev::Payload;
+use actix_web::{web, FromRequest, HttpRequest};
+use futures_util::StreamExt;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::state::AppState;
+use actors::{Error, Result};
+
+/// Per-route body limit override (sync push takes more than the default).
+#[derive(Clone, Copy)]
+pub struct BodyLimit(pub usize);
+
+/// A JSON body. An empty body reads as `{}` so optional-only bodies may be
+/// omitted; anything else that is not valid JSON of the right shape is a 400.
+pub struct Json<T>(pub T);
+
+impl<T: DeserializeOwned + 'static> FromRequest for Json<T> {
+    type Error = Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let limit = req
+            .app_data::<BodyLimit>()
+            .map(|l| l.0)
+            .or_else(|| {
+                req.app_data::<web::Data<AppState>>()
+                    .map(|s| s.config.http.body_limit_bytes)
+            })
+            .unwrap_or(1 << 20);
+        let declared = req
+            .headers()
+            .get(actix_web::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok());
+        let mut payload = payload.take();
+        Box::pin(async move {
+            if declared.is_some_and(|n| n > limit) {
+                return Err(too_large(limit));
+            }
+            let mut body = web::BytesMut::new();
+            while let Some(chunk) = payload.next().await {
+                let chunk =
+                    chunk.map_err(|_| Error::bad_request("The request body could not be read."))?;
+                if body.len() + chunk.len() > limit {
+                    return Err(too_large(limit));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            parse_json(&body).map(Json)
+        })
+    }
+}
+
+fn too_large(limit: usize) -> Error {
+    Error::PayloadTooLarge(format!(
+        "The request body is larger than the limit of {limit} bytes."
+    ))
+}
+
+/// Parses JSON, naming the offending field on a shape error.
+pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
+    let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        body
+    };
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            return Error::bad_request("The request body is not valid JSON.");
+        }
+        shape_error(&path, &strip_position(&inner.to_string()))
+    })
+}
+
+/// A query string; a bad value is a 400 naming the parameter.
+pub struct Query<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest for Query<T> {
+    type Error = Error;
+    type Future = std::future::Ready<Result<Self>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let qs = req.query_string().as_bytes();
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(qs));
+        std::future::ready(
+            serde_path_to_error::deserialize(de)
+                .map(Query)
+                .map_err(|e| {
+                    let path = e.path().to_string();
+                    shape_error(&path, &e.into_inner().to_string())
+                }),
+        )
+    }
+}
+
+/// Builds the 400 for a value of the wrong shape at `path`.
+fn shape_error(path: &str, message: &str) -> Error {
+    let mut field = if path == "." {
+        String::new()
+    } else {
+        path.to_owned()
+    };
+    if let Some(missing) = between_backticks(message, "missing field `") {
+        field = if field.is_empty() {
+            missing.clone()
+        } else {
+            format!("{field}.{missing}")
+        };
+        return Error::validation(field.clone(), format!("The field `{field}` is required."));
+    }
+    let detail = if field.is_empty() {
+        format!("The request is malformed: {message}.")
+    } else {
+        format!("The field `{field}` is invalid: {message}.")
+    };
+    Error::Validation {
+        field: (!field.is_empty()).then_some(field),
+        detail,
+    }
+}
+
+fn between_backticks(message: &str, prefix: &str) -> Option<String> {
+    let start = message.find(prefix)? + prefix.len();
+    let end = message[start..].find('`')? + start;
+    Some(message[start..end].to_owned())
+}
+
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+/// Parses an id from the path. A malformed id names nothing that exists: 404.
+pub fn path_id(raw: &str, what: &str) -> Result<Uuid> {
+    Uuid::parse_str(raw).map_err(|_| Error::not_found(format!("{what} not found")))
+}
+
+/// `page` (1-based) and `page_size` (capped at 200).
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageParams {
+    /// 1-based page number (default 1).
+    #[param(minimum = 1)]
+    pub page: Option<i64>,
+    /// Rows per page (default per list; values above 200 are capped at 200).
+    #[param(minimum = 1)]
+    pub page_size: Option<i64>,
+}
+
+pub const MAX_PAGE_SIZE: i64 = 200;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Page {
+    pub page: i64,
+    pub page_size: i64,
+}
+
+impl Page {
+    pub fn offset(&self) -> u64 {
+        ((self.page - 1) * self.page_size) as u64
+    }
+    pub fn limit(&self) -> u64 {
+        self.page_size as u64
+    }
+}
+
+impl PageParams {
+    pub fn resolve(&self, default_size: i64) -> Result<Page> {
+        let page = self.page.unwrap_or(1);
+        if page < 1 {
+            return Err(Error::validation("page", "`page` must be 1 or more."));
+        }
+        let page_size = self.page_size.unwrap_or(default_size);
+        if page_size < 1 {
+            return Err(Error::validation(
+                "page_size",
+                "`page_size` must be 1 or more.",
+            ));
+        }
+        if page > 1_000_000 {
+            return Err(Error::validation("page", "`page` is too large."));
+        }
+        Ok(Page {
+            page,
+            page_size: page_size.min(MAX_PAGE_SIZE),
+        })
+    }
+}
+
+/// A paged list: `{items, total, page, page_size}`.
+#[derive(Debug, serde::Serialize)]
+pub struct Paged<T> {
+    pub items: Vec<T>,
+    pub total: i64,
+    pub page: i64,
+    pub page_size: i64,
+}
+
+impl<T> Paged<T> {
+    pub fn new(items: Vec<T>, total: i64, page: Page) -> Self {
+        Paged {
+            items,
+            total,
+            page: page.page,
+            page_size: page.page_size,
+        }
+    }
+}

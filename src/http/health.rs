@@ -1,0 +1,55 @@
+//! Operations endpoints outside `/api/v1`: liveness, readiness, metrics.
+
+use actix_web::{web, HttpResponse};
+use prometheus::Encoder;
+use serde_json::json;
+
+use crate::state::AppState;
+use crate::telemetry;
+use actors::error::Problem;
+use actors::{Error, Result};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/healthz").route(web::get().to(healthz)))
+        .service(web::resource("/readyz").route(web::get().to(readyz)))
+        .service(web::resource("/metrics").route(web::get().to(metrics)));
+}
+
+/// The process is up.
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "Up")))]
+pub async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(json!({ "status": "ok" }))
+}
+
+/// The database is reachable.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses((status = 200, description = "Ready"), (status = 503, body = Problem, content_type = "application/problem+json")))]
+pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse> {
+    let unavailable = |_| Error::Unavailable {
+        detail: "The database is not reachable.".to_owned(),
+        retry_after: 2,
+    };
+    let client = state.pool.get().await.map_err(unavailable)?;
+    client
+        .simple_query("SELECT 1")
+        .await
+        .map_err(|_| Error::Unavailable {
+            detail: "The database is not reachable.".to_owned(),
+            retry_after: 2,
+        })?;
+    Ok(HttpResponse::Ok().json(json!({ "status": "ready" })))
+}
+
+/// Prometheus text exposition.
+#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
+pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    telemetry::record_pool(&state.pool);
+    let mut buf = Vec::new();
+    let encoder = prometheus::TextEncoder::new();
+    if encoder.encode(&prometheus::gather(), &mut buf).is_err() {
+        return HttpResponse::InternalServerError().finish();
+    }
+    HttpResponse::Ok()
+        .content_type(encoder.format_type())
+        .body(buf)
+}

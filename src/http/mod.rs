@@ -1,0 +1,45 @@
+//! The HTTP layer: one module per URL area, each with `configure`.
+
+pub mod auth;
+pub mod branches;
+pub mod extract;
+pub mod health;
+pub mod openapi;
+pub mod sessions;
+pub mod users;
+
+use actix_web::dev::ServiceResponse;
+use actix_web::middleware::ErrorHandlerResponse;
+use actix_web::{web, HttpRequest, ResponseError};
+
+use actors::Error;
+
+/// Everything under `/api/v1`.
+pub fn configure_api(cfg: &mut web::ServiceConfig) {
+    auth::configure(cfg);
+    branches::configure(cfg);
+    users::configure(cfg);
+    sessions::configure(cfg);
+    openapi::configure_api(cfg);
+}
+
+/// Unknown routes get a problem body, not an empty 404.
+pub async fn not_found(req: HttpRequest) -> actix_web::HttpResponse {
+    Error::not_found(format!("No route matches {} {}.", req.method(), req.path())).error_response()
+}
+
+/// Turns actix's empty 405 into a problem body.
+pub fn method_not_allowed<B>(
+    res: ServiceResponse<B>,
+) -> actix_web::Result<ErrorHandlerResponse<B>> {
+    let detail = format!(
+        "{} is not allowed on {}.",
+        res.request().method(),
+        res.request().path()
+    );
+    let (req, _) = res.into_parts();
+    let response = Error::MethodNotAllowed(detail).error_response();
+    Ok(ErrorHandlerResponse::Response(
+        ServiceResponse::new(req, response).map_into_right_body(),
+    ))
+}

@@ -1,0 +1,74 @@
+//! The OpenAPI 3.1 document, generated from the handlers' annotations, and
+//! the interactive docs page.
+
+use actix_web::{web, HttpResponse};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_scalar::{Scalar, Servable};
+
+use crate::http;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Pharmacy Operations Service API",
+        description = "Multi-branch pharmacy back-office: stock, sales, customers, suppliers, sync for tills, reports and compliance. Errors are RFC 9457 problem details.",
+    ),
+    paths(
+        http::auth::login, http::auth::refresh, http::auth::me,
+        http::branches::list, http::branches::get, http::branches::create,
+        http::branches::update, http::branches::delete,
+        http::users::list, http::users::get, http::users::create, http::users::update,
+        http::users::delete,
+        http::sessions::open, http::sessions::current,
+        http::health::healthz, http::health::readyz, http::health::metrics,
+    ),
+    components(schemas(actors::error::Problem, actors::Role)),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "auth", description = "Sign-in and tokens"),
+        (name = "branches", description = "Branches of the chain"),
+        (name = "users", description = "Staff accounts"),
+        (name = "sessions", description = "Cash sessions"),
+        (name = "operations", description = "Health and metrics"),
+    )
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .build(),
+            ),
+        );
+    }
+}
+
+pub fn document() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}
+
+pub fn configure_api(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/openapi.json").route(web::get().to(openapi_json)));
+}
+
+async fn openapi_json() -> HttpResponse {
+    static DOC: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| document().to_json().unwrap_or_else(|_| "{}".to_owned()));
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(DOC.as_str())
+}
+
+/// `/docs`: the interactive reference, reading the live document.
+pub fn docs_service() -> Scalar<utoipa::openapi::OpenApi> {
+    Scalar::with_url("/docs", document())
+}

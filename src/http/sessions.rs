@@ -1,0 +1,102 @@
+//! `/sessions`: cash sessions. Opening goes through the branch actor; the
+//! database's partial unique index keeps one open session per branch even
+//! with several server processes.
+
+use actix_web::{web, HttpResponse};
+use rust_decimal::Decimal;
+use serde::Deserialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::auth::Caller;
+use crate::http::extract::{Json, Query};
+use crate::state::AppState;
+use actors::error::Problem;
+use actors::sessions::{self, CashSession, OpenSession};
+use actors::{Error, Result};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/sessions/open").route(web::post().to(open)))
+        .service(web::resource("/sessions/current").route(web::get().to(current)));
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct OpenRequest {
+    /// Cash in the drawer at opening (default 0).
+    #[schema(value_type = Option<f64>, minimum = 0)]
+    pub opening_float: Option<Decimal>,
+    /// Admins only: open on another branch.
+    #[schema(value_type = Option<String>)]
+    pub branch_id: Option<Uuid>,
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct BranchQuery {
+    /// Admins only: another branch.
+    pub branch_id: Option<Uuid>,
+}
+
+/// Opens the branch's cash session, or returns the one already open.
+#[utoipa::path(post, path = "/api/v1/sessions/open", tag = "sessions", security(("bearer" = [])),
+    request_body(content = OpenRequest, description = "May be omitted"),
+    responses((status = 200, body = CashSession), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 503, body = Problem, content_type = "application/problem+json")))]
+pub async fn open(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Json(body): Json<OpenRequest>,
+) -> Result<HttpResponse> {
+    let branch_id = caller.branch_scope(body.branch_id)?;
+    let opening_float = body.opening_float.unwrap_or_default();
+    if opening_float.is_sign_negative() {
+        return Err(Error::validation(
+            "opening_float",
+            "`opening_float` must not be negative.",
+        ));
+    }
+    if opening_float.scale() > 2 || opening_float >= Decimal::from(1_000_000_000_000i64) {
+        return Err(Error::validation(
+            "opening_float",
+            "`opening_float` must be an amount with at most 2 decimals.",
+        ));
+    }
+    if body.branch_id.is_some() {
+        let client = state.pool.get().await?;
+        crate::store::branches::get(&client, branch_id)
+            .await?
+            .ok_or_else(|| Error::validation("branch_id", "`branch_id` names no branch."))?;
+    }
+    let session = state
+        .actors
+        .branch(
+            branch_id,
+            OpenSession {
+                branch_id,
+                user_id: caller.user_id,
+                opening_float,
+            },
+        )
+        .await?;
+    Ok(HttpResponse::Ok().json(session))
+}
+
+/// The branch's open cash session.
+#[utoipa::path(get, path = "/api/v1/sessions/current", tag = "sessions", security(("bearer" = [])), params(BranchQuery),
+    responses((status = 200, body = CashSession), (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn current(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Query(q): Query<BranchQuery>,
+) -> Result<HttpResponse> {
+    let branch_id = caller.branch_scope(q.branch_id)?;
+    let client = state.pool.get().await?;
+    let session = sessions::current(&client, branch_id)
+        .await?
+        .ok_or_else(|| Error::not_found("No cash session is open on this branch"))?;
+    Ok(HttpResponse::Ok().json(session))
+}

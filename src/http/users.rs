@@ -1,0 +1,359 @@
+//! `/users`: an admin manages users of any branch; a branch manager manages
+//! the non-admin users of its own branch. Deactivating a user ends its
+//! sessions at once (the caller extractor checks the user on every request).
+
+use actix_web::{web, HttpResponse};
+use serde::Deserialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::auth::{passwords, Caller};
+use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
+use crate::state::AppState;
+use crate::store::users::{self, User};
+use crate::store::{audit, branches};
+use actors::changes::Op;
+use actors::error::Problem;
+use actors::{Error, Result, Role};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/users")
+            .route(web::get().to(list))
+            .route(web::post().to(create)),
+    )
+    .service(
+        web::resource("/users/{id}")
+            .route(web::get().to(get))
+            .route(web::put().to(update))
+            .route(web::delete().to(delete)),
+    );
+}
+
+const MANAGERS: &[Role] = &[Role::Admin, Role::BranchManager];
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct UserQuery {
+    pub branch_id: Option<Uuid>,
+    pub role: Option<Role>,
+    /// Partial match on name or email.
+    pub search: Option<String>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct UserCreate {
+    pub email: String,
+    /// At least 8 characters.
+    pub password: String,
+    pub full_name: String,
+    pub role: Role,
+    #[schema(value_type = String)]
+    pub branch_id: Uuid,
+    pub phone: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct UserUpdate {
+    pub email: Option<String>,
+    pub password: Option<String>,
+    pub full_name: Option<String>,
+    pub role: Option<Role>,
+    #[schema(value_type = Option<String>)]
+    pub branch_id: Option<Uuid>,
+    pub phone: Option<String>,
+    pub is_active: Option<bool>,
+}
+
+#[derive(serde::Serialize, ToSchema)]
+pub struct UserPage {
+    pub items: Vec<User>,
+    pub total: i64,
+    pub page: i64,
+    pub page_size: i64,
+}
+
+/// A branch manager may only touch non-admin users of its own branch.
+fn may_manage(caller: &Caller, branch_id: Uuid, role: Role) -> Result<()> {
+    caller.require(MANAGERS)?;
+    if caller.is_admin() {
+        return Ok(());
+    }
+    if branch_id != caller.branch_id {
+        return Err(Error::forbidden(
+            "You can only manage users of your own branch.",
+        ));
+    }
+    if role == Role::Admin {
+        return Err(Error::forbidden("Only an admin can manage admin users."));
+    }
+    Ok(())
+}
+
+fn email(value: &str) -> Result<String> {
+    let e = value.trim().to_lowercase();
+    let valid = e.len() <= 254
+        && e.split_once('@').is_some_and(|(local, domain)| {
+            !local.is_empty()
+                && domain.contains('.')
+                && !domain.starts_with('.')
+                && !domain.ends_with('.')
+        })
+        && !e.contains(char::is_whitespace);
+    if !valid {
+        return Err(Error::validation(
+            "email",
+            "`email` must be an email address.",
+        ));
+    }
+    Ok(e)
+}
+
+fn full_name(value: &str) -> Result<String> {
+    let n = value.trim();
+    if n.is_empty() || n.chars().count() > 200 {
+        return Err(Error::validation(
+            "full_name",
+            "`full_name` must be 1 to 200 characters.",
+        ));
+    }
+    Ok(n.to_owned())
+}
+
+fn duplicate_email(e: Error) -> Error {
+    match e {
+        Error::Conflict(_) => Error::conflict("A user with this email already exists."),
+        other => other,
+    }
+}
+
+async fn live_branch(client: &deadpool_postgres::Client, id: Uuid) -> Result<()> {
+    branches::get(client, id)
+        .await?
+        .ok_or_else(|| Error::validation("branch_id", "`branch_id` names no branch."))?;
+    Ok(())
+}
+
+#[utoipa::path(get, path = "/api/v1/users", tag = "users", security(("bearer" = [])), params(UserQuery, PageParams),
+    responses((status = 200, body = UserPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Query(q): Query<UserQuery>,
+    Query(paging): Query<PageParams>,
+) -> Result<HttpResponse> {
+    caller.require(MANAGERS)?;
+    let page = paging.resolve(20)?;
+    let filter = users::ListFilter {
+        branch_id: caller.branch_filter(q.branch_id)?,
+        role: q.role,
+        search: q.search,
+    };
+    let client = state.pool.get().await?;
+    let (items, total) = users::list(&client, &filter, page).await?;
+    Ok(HttpResponse::Ok().json(Paged::new(items, total, page)))
+}
+
+#[utoipa::path(get, path = "/api/v1/users/{id}", tag = "users", security(("bearer" = [])), params(("id" = String, Path)),
+    responses((status = 200, body = User), (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn get(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<HttpResponse> {
+    let id = path_id(&id, "User")?;
+    if id != caller.user_id {
+        caller.require(MANAGERS)?;
+    }
+    let client = state.pool.get().await?;
+    let user = users::get(&client, id)
+        .await?
+        .filter(|u| caller.can_see_branch(u.branch_id))
+        .ok_or_else(|| Error::not_found("User not found"))?;
+    Ok(HttpResponse::Ok().json(user))
+}
+
+#[utoipa::path(post, path = "/api/v1/users", tag = "users", security(("bearer" = [])), request_body = UserCreate,
+    responses((status = 201, body = User), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json")))]
+pub async fn create(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Json(body): Json<UserCreate>,
+) -> Result<HttpResponse> {
+    may_manage(&caller, body.branch_id, body.role)?;
+    let email = email(&body.email)?;
+    let full_name = full_name(&body.full_name)?;
+    passwords::validate_new(&body.password)?;
+    let mut client = state.pool.get().await?;
+    live_branch(&client, body.branch_id).await?;
+    let password_hash = passwords::hash_blocking(body.password).await?;
+    let tx = client.transaction().await?;
+    let user = users::insert(
+        &tx,
+        users::NewUser {
+            org_id: caller.org_id,
+            branch_id: body.branch_id,
+            email,
+            password_hash,
+            full_name,
+            phone: body.phone.unwrap_or_default().trim().to_owned(),
+            role: body.role,
+        },
+    )
+    .await
+    .map_err(duplicate_email)?;
+    audit::write(
+        &tx,
+        audit::Entry {
+            actor_id: Some(caller.user_id),
+            action: "user.create",
+            entity_type: "user",
+            entity_id: user.id.to_string(),
+            before: None,
+            after: serde_json::to_value(&user).ok(),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(HttpResponse::Created().json(user))
+}
+
+#[utoipa::path(put, path = "/api/v1/users/{id}", tag = "users", security(("bearer" = [])), params(("id" = String, Path)),
+    request_body = UserUpdate,
+    responses((status = 200, body = User), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json")))]
+pub async fn update(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+    Json(body): Json<UserUpdate>,
+) -> Result<HttpResponse> {
+    caller.require(MANAGERS)?;
+    let id = path_id(&id, "User")?;
+    let mut client = state.pool.get().await?;
+    let before = users::get(&client, id)
+        .await?
+        .filter(|u| caller.can_see_branch(u.branch_id))
+        .ok_or_else(|| Error::not_found("User not found"))?;
+    // Both the user as it is and as it would be must be the caller's to manage.
+    may_manage(&caller, before.branch_id, before.role)?;
+    may_manage(
+        &caller,
+        body.branch_id.unwrap_or(before.branch_id),
+        body.role.unwrap_or(before.role),
+    )?;
+    if id == caller.user_id
+        && (body.role.is_some_and(|r| r != before.role) || body.is_active == Some(false))
+    {
+        return Err(Error::bad_request(
+            "You cannot change your own role or deactivate yourself.",
+        ));
+    }
+    let mut pairs: Vec<(&'static str, sea_query::Value)> = Vec::new();
+    if let Some(e) = &body.email {
+        pairs.push(("email", email(e)?.into()));
+    }
+    if let Some(n) = &body.full_name {
+        pairs.push(("full_name", full_name(n)?.into()));
+    }
+    if let Some(p) = &body.phone {
+        pairs.push(("phone", p.trim().to_owned().into()));
+    }
+    if let Some(r) = body.role {
+        pairs.push(("role", r.as_str().into()));
+    }
+    if let Some(b) = body.branch_id {
+        live_branch(&client, b).await?;
+        pairs.push(("branch_id", b.into()));
+    }
+    if let Some(a) = body.is_active {
+        pairs.push(("is_active", a.into()));
+    }
+    if let Some(p) = body.password.clone() {
+        passwords::validate_new(&p)?;
+        pairs.push(("password_hash", passwords::hash_blocking(p).await?.into()));
+    }
+    if pairs.is_empty() {
+        return Err(Error::bad_request("No fields to update"));
+    }
+    let tx = client.transaction().await?;
+    let user = users::update(&tx, id, pairs, Op::Update)
+        .await
+        .map_err(duplicate_email)?
+        .ok_or_else(|| Error::not_found("User not found"))?;
+    if body.password.is_some() || body.is_active == Some(false) {
+        users::revoke_refresh_tokens(&tx, id).await?;
+    }
+    let action = if user.role != before.role {
+        "user.role_change"
+    } else {
+        "user.update"
+    };
+    audit::write(
+        &tx,
+        audit::Entry {
+            actor_id: Some(caller.user_id),
+            action,
+            entity_type: "user",
+            entity_id: id.to_string(),
+            before: serde_json::to_value(&before).ok(),
+            after: serde_json::to_value(&user).ok(),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(HttpResponse::Ok().json(user))
+}
+
+#[utoipa::path(delete, path = "/api/v1/users/{id}", tag = "users", security(("bearer" = [])), params(("id" = String, Path)),
+    responses((status = 204), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn delete(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<HttpResponse> {
+    caller.require(MANAGERS)?;
+    let id = path_id(&id, "User")?;
+    if id == caller.user_id {
+        return Err(Error::bad_request("You cannot deactivate yourself."));
+    }
+    let mut client = state.pool.get().await?;
+    let before = users::get(&client, id)
+        .await?
+        .filter(|u| caller.can_see_branch(u.branch_id))
+        .ok_or_else(|| Error::not_found("User not found"))?;
+    may_manage(&caller, before.branch_id, before.role)?;
+    let tx = client.transaction().await?;
+    let pairs = vec![("is_active", false.into()), ("is_deleted", true.into())];
+    let user = users::update(&tx, id, pairs, Op::Delete)
+        .await?
+        .ok_or_else(|| Error::not_found("User not found"))?;
+    users::revoke_refresh_tokens(&tx, id).await?;
+    audit::write(
+        &tx,
+        audit::Entry {
+            actor_id: Some(caller.user_id),
+            action: "user.deactivate",
+            entity_type: "user",
+            entity_id: id.to_string(),
+            before: serde_json::to_value(&before).ok(),
+            after: serde_json::to_value(&user).ok(),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(HttpResponse::NoContent().finish())
+}

@@ -1,0 +1,129 @@
+//! The one binary: `serve` (default), `migrate`, `create-admin`, `seed-demo`.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use pharmacy::config::Config;
+use pharmacy::devdb::{self, ClusterSpec};
+use pharmacy::{app, db, seed, telemetry};
+
+#[derive(Parser)]
+#[command(name = "pharmacy", version, about = "Pharmacy operations service")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP service (the default). Without DATABASE_URL it runs its
+    /// own PostgreSQL under var/, migrates, and seeds the demo on first start.
+    Serve,
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Create an admin user (and the head-office branch if there is none).
+    CreateAdmin {
+        #[arg(long)]
+        email: String,
+        #[arg(long)]
+        password: String,
+        #[arg(long, default_value = "Administrator")]
+        name: String,
+    },
+    /// Load the demo chain: branches and one user of every role per branch.
+    SeedDemo,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match Config::load() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    telemetry::init_logging(&config.log);
+    let outcome =
+        actix_web::rt::System::new().block_on(run(cli.command.unwrap_or(Command::Serve), config));
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+type AnyError = Box<dyn std::error::Error>;
+
+async fn run(command: Command, config: Config) -> Result<(), AnyError> {
+    let (url, local) = database_url(&config).await?;
+    let pool = db::pool(&url, &config.database)?;
+    let applied = db::migrate::run(&pool).await?;
+    if applied > 0 {
+        tracing::info!(applied, "migrations applied");
+    }
+    match command {
+        Command::Migrate => println!("database is up to date ({applied} migration(s) applied)"),
+        Command::CreateAdmin {
+            email,
+            password,
+            name,
+        } => match seed::create_admin(&pool, &email, &password, &name).await? {
+            seed::AdminOutcome::Created(id) => println!("admin {email} created (id {id})"),
+            seed::AdminOutcome::AlreadyExists(id) => {
+                println!("a user with email {email} already exists (id {id}); nothing changed")
+            }
+        },
+        Command::SeedDemo => {
+            if seed::seed_demo(&pool).await? {
+                println!("demo data loaded");
+            } else {
+                println!("demo data was already loaded");
+            }
+            print_demo_logins();
+        }
+        Command::Serve => {
+            if local {
+                if !seed::has_users(&pool).await? {
+                    seed::seed_demo(&pool).await?;
+                }
+                devdb::announce(&format!("local database: {url}"));
+                print_demo_logins();
+            }
+            devdb::announce(&format!(
+                "serving on http://{}:{}/api/v1 (docs at /docs)",
+                config.http.host, config.http.port
+            ));
+            app::serve(config, pool).await?;
+        }
+    }
+    Ok(())
+}
+
+/// `DATABASE_URL` when set; otherwise the local cluster under `var/`.
+async fn database_url(config: &Config) -> Result<(String, bool), AnyError> {
+    if let Some(url) = config.database.url.clone().filter(|u| !u.trim().is_empty()) {
+        return Ok((url, false));
+    }
+    let spec = ClusterSpec {
+        dir: config.devdb.dir.clone(),
+        port: Some(config.devdb.port),
+        ephemeral: false,
+    };
+    let cluster = tokio::task::spawn_blocking(move || devdb::ensure_started(&spec)).await??;
+    devdb::ensure_database(&cluster, &config.devdb.database).await?;
+    Ok((cluster.conninfo(&config.devdb.database), true))
+}
+
+fn print_demo_logins() {
+    devdb::announce(&format!(
+        "demo logins (password for all: {}):",
+        seed::DEMO_PASSWORD
+    ));
+    for (email, role, branch) in seed::demo_logins() {
+        devdb::announce(&format!("  {email:<40} {role:<18} branch {branch}"));
+    }
+}

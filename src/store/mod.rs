@@ -1,0 +1,6 @@
+//! Read queries and simple writes, built with sea-query, one module per area.
+
+pub mod audit;
+pub mod branches;
+pub mod rate_limits;
+pub mod users;

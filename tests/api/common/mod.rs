@@ -1,0 +1,366 @@
+//! Test harness: a real PostgreSQL (one cluster per test run, or
+//! `TEST_DATABASE_URL`), a template database migrated once, a fresh database
+//! cloned from it for every test, and the real app on an ephemeral port.
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use pharmacy::config::Config;
+use pharmacy::devdb::{self, ClusterSpec};
+use pharmacy::store::{branches, users};
+use pharmacy::{app, db};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use tokio_postgres::NoTls;
+use uuid::Uuid;
+
+pub use actors::Role;
+
+pub const PASSWORD: &str = "correct-horse-42";
+
+/// Connection string to the maintenance database of the test server.
+fn admin_conninfo() -> &'static str {
+    static CONNINFO: OnceLock<String> = OnceLock::new();
+    CONNINFO.get_or_init(|| {
+        if let Ok(url) = std::env::var("TEST_DATABASE_URL") {
+            return url;
+        }
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-pg");
+        std::fs::create_dir_all(dir.parent().expect("target dir")).expect("create target dir");
+        // Test binaries may run in parallel processes: one starts the cluster.
+        let lock = std::fs::File::create(dir.with_extension("lock")).expect("lock file");
+        lock.lock().expect("lock the test cluster");
+        let cluster = devdb::ensure_started(&ClusterSpec {
+            dir,
+            port: None,
+            ephemeral: true,
+        })
+        .unwrap_or_else(|e| panic!("cannot start the test PostgreSQL cluster: {e}"));
+        lock.unlock().ok();
+        cluster.conninfo("postgres")
+    })
+}
+
+/// Replaces the database name of a libpq-style or URL connection string.
+fn with_dbname(conninfo: &str, dbname: &str) -> String {
+    if conninfo.starts_with("postgres://") || conninfo.starts_with("postgresql://") {
+        let (base, query) = conninfo
+            .split_once('?')
+            .map_or((conninfo, None), |(b, q)| (b, Some(q)));
+        let scheme_end = base.find("://").expect("scheme") + 3;
+        let path_start = base[scheme_end..]
+            .find('/')
+            .map(|i| i + scheme_end)
+            .unwrap_or(base.len());
+        let mut out = format!("{}/{dbname}", &base[..path_start]);
+        if let Some(q) = query {
+            out.push('?');
+            out.push_str(q);
+        }
+        out
+    } else {
+        let kept: Vec<&str> = conninfo
+            .split_whitespace()
+            .filter(|kv| !kv.starts_with("dbname="))
+            .collect();
+        format!("{} dbname={dbname}", kept.join(" "))
+    }
+}
+
+async fn admin_client() -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(admin_conninfo(), NoTls)
+        .await
+        .expect("connect to the test server");
+    tokio::spawn(conn);
+    client
+}
+
+fn template_name() -> String {
+    let migrations = db::migrate::embedded().expect("embedded migrations");
+    let all: String = migrations.iter().map(|m| m.checksum.as_str()).collect();
+    format!("pharmacy_tpl_{}", &db::migrate::checksum(&all)[..16])
+}
+
+/// Creates the migrated template once (guarded by an advisory lock, so
+/// parallel test processes take turns).
+async fn ensure_template() -> String {
+    let name = template_name();
+    let client = admin_client().await;
+    client
+        .execute("SELECT pg_advisory_lock(7262001)", &[])
+        .await
+        .expect("lock");
+    let exists = client
+        .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
+        .await
+        .expect("query")
+        .is_some();
+    if !exists {
+        let building = format!("{name}_building");
+        client
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {building} WITH (FORCE)"))
+            .await
+            .expect("drop");
+        client
+            .batch_execute(&format!("CREATE DATABASE {building}"))
+            .await
+            .expect("create template");
+        let config = Config::defaults();
+        let pool =
+            db::pool(&with_dbname(admin_conninfo(), &building), &config.database).expect("pool");
+        db::migrate::run(&pool).await.expect("migrate the template");
+        pool.close();
+        drop(pool);
+        client
+            .batch_execute(&format!("ALTER DATABASE {building} RENAME TO {name}"))
+            .await
+            .expect("rename");
+    }
+    client
+        .execute("SELECT pg_advisory_unlock(7262001)", &[])
+        .await
+        .expect("unlock");
+    name
+}
+
+/// A fresh, migrated database for one test; returns its connection string.
+pub async fn fresh_database() -> (String, String) {
+    static TEMPLATE: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
+    let template = TEMPLATE.get_or_init(ensure_template).await;
+    let name = format!("pharmacy_test_{}", Uuid::now_v7().simple());
+    admin_client()
+        .await
+        .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {template}"))
+        .await
+        .expect("clone the template");
+    (name.clone(), with_dbname(admin_conninfo(), &name))
+}
+
+/// An empty (unmigrated) database, for migration tests.
+pub async fn empty_database() -> (String, String) {
+    let name = format!("pharmacy_empty_{}", Uuid::now_v7().simple());
+    admin_client()
+        .await
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("create");
+    (name.clone(), with_dbname(admin_conninfo(), &name))
+}
+
+pub fn drop_database(name: &str) {
+    let name = name.to_owned();
+    // Drop runs outside any runtime the test may be tearing down.
+    let _ = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            if let Ok((client, conn)) = tokio_postgres::connect(admin_conninfo(), NoTls).await {
+                tokio::spawn(conn);
+                let _ = client
+                    .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .await;
+            }
+        });
+    })
+    .join();
+}
+
+/// The running app with its own database.
+pub struct TestApp {
+    pub base: String,
+    pub root: String,
+    pub http: reqwest::Client,
+    pub pool: deadpool_postgres::Pool,
+    pub config: Config,
+    pub org_id: Uuid,
+    db_name: String,
+    handle: actix_web::dev::ServerHandle,
+}
+
+pub fn test_config() -> Config {
+    let mut config = Config::defaults();
+    config.database.pool_size = 8;
+    config.http.workers = 2;
+    config.http.shutdown_timeout_secs = 1;
+    config.actors.arbiters = 1;
+    config
+}
+
+impl TestApp {
+    pub async fn spawn() -> TestApp {
+        Self::spawn_with(|_| {}).await
+    }
+
+    pub async fn spawn_with(tune: impl FnOnce(&mut Config)) -> TestApp {
+        let (db_name, url) = fresh_database().await;
+        let mut config = test_config();
+        config.database.url = Some(url.clone());
+        tune(&mut config);
+        let server_config = config.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            actix_web::rt::System::new().block_on(async move {
+                let pool = db::pool(&url, &server_config.database).expect("pool");
+                let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+                let running = app::start(server_config, pool, listener).expect("start");
+                tx.send((running.port, running.server.handle()))
+                    .expect("send");
+                let _ = running.server.await;
+            })
+        });
+        let (port, handle) = rx.recv().expect("server started");
+        let pool = db::pool(
+            config.database.url.as_deref().expect("url"),
+            &config.database,
+        )
+        .expect("pool");
+        let org_id = {
+            let client = pool.get().await.expect("conn");
+            pharmacy::seed::ensure_organisation(&client, "Test Chain")
+                .await
+                .expect("org")
+        };
+        TestApp {
+            base: format!("http://127.0.0.1:{port}/api/v1"),
+            root: format!("http://127.0.0.1:{port}"),
+            http: reqwest::Client::new(),
+            pool,
+            config,
+            org_id,
+            db_name,
+            handle,
+        }
+    }
+
+    /// Creates a branch directly in the database.
+    pub async fn branch(&self, code: &str) -> Uuid {
+        let client = self.pool.get().await.expect("conn");
+        let fields = branches::BranchFields {
+            code: Some(code.to_owned()),
+            name: Some(format!("Branch {code}")),
+            currency_code: Some("UGX".to_owned()),
+            ..Default::default()
+        };
+        branches::insert(&client, self.org_id, fields)
+            .await
+            .expect("branch")
+            .id
+    }
+
+    /// Creates a user with `PASSWORD` directly in the database.
+    pub async fn user(&self, branch_id: Uuid, role: Role) -> users::User {
+        static HASH: OnceLock<String> = OnceLock::new();
+        let hash = HASH
+            .get_or_init(|| pharmacy::auth::passwords::hash(PASSWORD).expect("hash"))
+            .clone();
+        let client = self.pool.get().await.expect("conn");
+        let email = format!(
+            "{}.{}@test.pharmacy",
+            role.as_str(),
+            Uuid::now_v7().simple()
+        );
+        users::insert(
+            &client,
+            users::NewUser {
+                org_id: self.org_id,
+                branch_id,
+                email,
+                password_hash: hash,
+                full_name: format!("Test {}", role.as_str()),
+                phone: String::new(),
+                role,
+            },
+        )
+        .await
+        .expect("user")
+    }
+
+    /// Signs in and returns the whole login response.
+    pub async fn login(&self, email: &str, password: &str) -> (StatusCode, Value) {
+        self.call(
+            Method::POST,
+            "/auth/login",
+            None,
+            Some(json!({"email": email, "password": password})),
+        )
+        .await
+    }
+
+    /// A user of `role` on `branch_id`, signed in: (user, access token).
+    pub async fn signed_in(&self, branch_id: Uuid, role: Role) -> (users::User, String) {
+        let user = self.user(branch_id, role).await;
+        let (status, body) = self.login(&user.email, PASSWORD).await;
+        assert_eq!(status, StatusCode::OK, "login failed: {body}");
+        let token = body["access_token"].as_str().expect("token").to_owned();
+        (user, token)
+    }
+
+    /// Sends a request to `/api/v1{path}`; returns the status and JSON body
+    /// (`Value::Null` for an empty or non-JSON body).
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let res = req.send().await.expect("request");
+        let status = res.status();
+        let text = res.text().await.expect("body");
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> (StatusCode, Value) {
+        self.call(Method::GET, path, Some(token), None).await
+    }
+
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::POST, path, Some(token), Some(body)).await
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        let handle = self.handle.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(handle.stop(false));
+        })
+        .join();
+        self.pool.close();
+        drop_database(&self.db_name);
+    }
+}
+
+/// Asserts a problem body: status, `application/problem+json` shape, detail.
+pub fn assert_problem(status: StatusCode, body: &Value, expected: StatusCode) {
+    assert_eq!(status, expected, "unexpected status; body: {body}");
+    assert_eq!(
+        body["status"],
+        expected.as_u16(),
+        "problem status member: {body}"
+    );
+    assert!(
+        body["detail"].as_str().is_some_and(|d| !d.is_empty()),
+        "problem detail: {body}"
+    );
+    assert!(
+        body["title"].is_string() && body["type"].is_string(),
+        "problem shape: {body}"
+    );
+}

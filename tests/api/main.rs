@@ -1,0 +1,13 @@
+//! Integration tests: the real HTTP app against a real PostgreSQL, one
+//! database per test. One module per URL area.
+
+mod common;
+
+mod actor_runtime;
+mod auth;
+mod branches;
+mod errors;
+mod migrations;
+mod operations;
+mod sessions;
+mod users;

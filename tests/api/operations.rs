@@ -1,0 +1,97 @@
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::common::{Role, TestApp};
+
+#[tokio::test]
+async fn health_readiness_and_metrics() {
+    let app = TestApp::spawn().await;
+    let res = app
+        .http
+        .get(format!("{}/healthz", app.root))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let res = app
+        .http
+        .get(format!("{}/readyz", app.root))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let branch = app.branch("B1").await;
+    let (_, token) = app.signed_in(branch, Role::Cashier).await;
+    app.post("/sessions/open", &token, serde_json::json!({}))
+        .await;
+    let text = app
+        .http
+        .get(format!("{}/metrics", app.root))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for metric in [
+        "http_requests_total",
+        "http_request_duration_seconds",
+        "db_pool_connections",
+        "actor_mailbox_depth",
+        "actor_handle_seconds",
+    ] {
+        assert!(text.contains(metric), "missing {metric}");
+    }
+}
+
+#[tokio::test]
+async fn request_id_is_echoed_or_made() {
+    let app = TestApp::spawn().await;
+    let res = app
+        .http
+        .get(format!("{}/healthz", app.root))
+        .header("x-request-id", "till-7-abc")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["x-request-id"], "till-7-abc");
+    let res = app
+        .http
+        .get(format!("{}/healthz", app.root))
+        .send()
+        .await
+        .unwrap();
+    assert!(!res.headers()["x-request-id"].is_empty());
+}
+
+#[tokio::test]
+async fn openapi_document_lists_the_routes_and_docs_page_serves() {
+    let app = TestApp::spawn().await;
+    let doc: Value = app
+        .http
+        .get(format!("{}/openapi.json", app.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
+    for path in [
+        "/api/v1/auth/login",
+        "/api/v1/auth/refresh",
+        "/api/v1/auth/me",
+        "/api/v1/branches",
+        "/api/v1/users/{id}",
+        "/api/v1/sessions/open",
+    ] {
+        assert!(doc["paths"].get(path).is_some(), "missing {path}");
+    }
+    let res = app
+        .http
+        .get(format!("{}/docs", app.root))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+}

@@ -1,6 +1,9 @@
 //! Integration tests: the real HTTP app against a real PostgreSQL, one
 //! database per test. One module per URL area.
 
+// Tests fail loudly by design.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 mod actor_runtime;

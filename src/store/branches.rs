@@ -180,8 +180,22 @@ pub async fn update<C: GenericClient + Sync>(
     id: Uuid,
     f: BranchFields,
 ) -> Result<Option<Branch>> {
+    set(tx, id, f.pairs(), Op::Update).await
+}
+
+pub async fn soft_delete<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Option<Branch>> {
+    let pairs = vec![("is_deleted", true.into()), ("is_active", false.into())];
+    set(tx, id, pairs, Op::Delete).await
+}
+
+/// Sets columns on a live branch and records the change; `None` when there is none.
+async fn set<C: GenericClient + Sync>(
+    tx: &C,
+    id: Uuid,
+    mut pairs: Vec<(&'static str, sea_query::Value)>,
+    op: Op,
+) -> Result<Option<Branch>> {
     let rev = changes::allocate(tx).await?;
-    let mut pairs = f.pairs();
     pairs.push(("rev", rev.into()));
     pairs.push(("updated_at", Utc::now().into()));
     let q = Query::update()
@@ -195,29 +209,7 @@ pub async fn update<C: GenericClient + Sync>(
         return Ok(None);
     };
     let branch = Branch::from_row(&row);
-    emit(tx, rev, &branch, Op::Update).await?;
-    Ok(Some(branch))
-}
-
-pub async fn soft_delete<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Option<Branch>> {
-    let rev = changes::allocate(tx).await?;
-    let q = Query::update()
-        .table("branches")
-        .values([
-            ("is_deleted", true.into()),
-            ("is_active", false.into()),
-            ("rev", rev.into()),
-            ("updated_at", Utc::now().into()),
-        ])
-        .and_where(Expr::col("id").eq(id))
-        .and_where(Expr::col("is_deleted").eq(false))
-        .returning(Query::returning().columns(COLUMNS))
-        .to_owned();
-    let Some(row) = db::fetch_opt(tx, &q).await? else {
-        return Ok(None);
-    };
-    let branch = Branch::from_row(&row);
-    emit(tx, rev, &branch, Op::Delete).await?;
+    emit(tx, rev, &branch, op).await?;
     Ok(Some(branch))
 }
 

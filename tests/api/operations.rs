@@ -95,3 +95,20 @@ async fn openapi_document_lists_the_routes_and_docs_page_serves() {
         .unwrap();
     assert_eq!(res.status(), StatusCode::OK);
 }
+
+#[test]
+fn production_refuses_the_default_jwt_secret() {
+    use pharmacy::config::{AppEnv, Config, ConfigError};
+    let mut config = Config::defaults();
+    assert!(
+        config.validate().is_ok(),
+        "development accepts the default secret"
+    );
+    config.env = AppEnv::Production;
+    assert!(matches!(
+        config.validate(),
+        Err(ConfigError::DefaultSecretInProduction)
+    ));
+    config.auth.jwt_secret = "a-real-secret-from-the-environment".to_owned();
+    assert!(config.validate().is_ok());
+}

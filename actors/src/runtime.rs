@@ -52,6 +52,9 @@ impl Kind {
     }
 }
 
+const MAILBOX_FULL: &str =
+    "This branch or device is handling too many requests; please retry shortly.";
+
 type Job = Box<dyn FnOnce(Pool) -> BoxFuture<'static, ()> + Send>;
 
 /// The message every actor receives: a boxed command with its reply channel.
@@ -202,9 +205,7 @@ impl Registry {
             metrics::MAILBOX_REJECTED
                 .with_label_values(&[kind.as_str()])
                 .inc();
-            return Err(Error::busy(
-                "This branch or device is handling too many requests; please retry shortly.",
-            ));
+            return Err(Error::busy(MAILBOX_FULL));
         };
         let depth = metrics::MAILBOX_DEPTH.with_label_values(&[kind.as_str()]);
         depth.inc();
@@ -239,9 +240,7 @@ impl Registry {
         if let Err(e) = handle.addr.try_send(envelope) {
             depth.dec();
             return Err(match e {
-                SendError::Full(_) => Error::busy(
-                    "This branch or device is handling too many requests; please retry shortly.",
-                ),
+                SendError::Full(_) => Error::busy(MAILBOX_FULL),
                 SendError::Closed(_) => Error::internal("actor mailbox closed"),
             });
         }

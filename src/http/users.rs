@@ -120,6 +120,32 @@ fn full_name(value: &str) -> Result<String> {
     Ok(n.to_owned())
 }
 
+/// Records a user write in the audit log with its before and after values.
+async fn audit_user(
+    tx: &deadpool_postgres::Transaction<'_>,
+    caller: &Caller,
+    action: &str,
+    before: Option<&User>,
+    after: Option<&User>,
+) -> Result<()> {
+    let subject = after
+        .or(before)
+        .map(|u| u.id.to_string())
+        .unwrap_or_default();
+    audit::write(
+        tx,
+        audit::Entry {
+            actor_id: Some(caller.user_id),
+            action,
+            entity_type: "user",
+            entity_id: subject,
+            before: before.and_then(|u| serde_json::to_value(u).ok()),
+            after: after.and_then(|u| serde_json::to_value(u).ok()),
+        },
+    )
+    .await
+}
+
 fn duplicate_email(e: Error) -> Error {
     match e {
         Error::Conflict(_) => Error::conflict("A user with this email already exists."),
@@ -209,18 +235,7 @@ pub async fn create(
     )
     .await
     .map_err(duplicate_email)?;
-    audit::write(
-        &tx,
-        audit::Entry {
-            actor_id: Some(caller.user_id),
-            action: "user.create",
-            entity_type: "user",
-            entity_id: user.id.to_string(),
-            before: None,
-            after: serde_json::to_value(&user).ok(),
-        },
-    )
-    .await?;
+    audit_user(&tx, &caller, "user.create", None, Some(&user)).await?;
     tx.commit().await?;
     Ok(HttpResponse::Created().json(user))
 }
@@ -299,18 +314,7 @@ pub async fn update(
     } else {
         "user.update"
     };
-    audit::write(
-        &tx,
-        audit::Entry {
-            actor_id: Some(caller.user_id),
-            action,
-            entity_type: "user",
-            entity_id: id.to_string(),
-            before: serde_json::to_value(&before).ok(),
-            after: serde_json::to_value(&user).ok(),
-        },
-    )
-    .await?;
+    audit_user(&tx, &caller, action, Some(&before), Some(&user)).await?;
     tx.commit().await?;
     Ok(HttpResponse::Ok().json(user))
 }
@@ -342,18 +346,7 @@ pub async fn delete(
         .await?
         .ok_or_else(|| Error::not_found("User not found"))?;
     users::revoke_refresh_tokens(&tx, id).await?;
-    audit::write(
-        &tx,
-        audit::Entry {
-            actor_id: Some(caller.user_id),
-            action: "user.deactivate",
-            entity_type: "user",
-            entity_id: id.to_string(),
-            before: serde_json::to_value(&before).ok(),
-            after: serde_json::to_value(&user).ok(),
-        },
-    )
-    .await?;
+    audit_user(&tx, &caller, "user.deactivate", Some(&before), Some(&user)).await?;
     tx.commit().await?;
     Ok(HttpResponse::NoContent().finish())
 }

@@ -5,12 +5,17 @@
 //! one database stay correct.
 
 pub mod changes;
+pub mod coupons;
+pub mod customers;
 pub mod db;
 pub mod error;
+pub mod input;
 pub mod metrics;
 pub mod role;
 pub mod runtime;
+pub mod sales;
 pub mod sessions;
+pub mod stock;
 pub mod wire;
 
 pub use error::{Error, Result};

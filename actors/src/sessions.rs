@@ -43,10 +43,22 @@ pub struct CashSession {
     pub total_vat: Decimal,
     /// JSON object text: payment method → amount (`{"cash":"1200.00"}`).
     pub payment_breakdown: String,
+    /// Set when the session is closed.
+    #[serde(serialize_with = "wire::money_str_opt")]
+    #[schema(value_type = Option<String>)]
+    pub counted_cash: Option<Decimal>,
+    /// `opening_float` plus the cash taken, set when the session is closed.
+    #[serde(serialize_with = "wire::money_str_opt")]
+    #[schema(value_type = Option<String>)]
+    pub expected_cash: Option<Decimal>,
+    /// `counted_cash - expected_cash`, set when the session is closed.
+    #[serde(serialize_with = "wire::money_str_opt")]
+    #[schema(value_type = Option<String>)]
+    pub variance: Option<Decimal>,
 }
 
 /// Columns read for a `CashSession`, in `from_row` order.
-pub const COLUMNS: [&str; 12] = [
+pub const COLUMNS: [&str; 15] = [
     "id",
     "user_id",
     "branch_id",
@@ -59,11 +71,26 @@ pub const COLUMNS: [&str; 12] = [
     "total_revenue",
     "total_vat",
     "payment_breakdown",
+    "counted_cash",
+    "expected_cash",
+    "variance",
 ];
 
 impl CashSession {
     pub fn from_row(r: &Row) -> Self {
         let breakdown: serde_json::Value = r.get("payment_breakdown");
+        // Amounts as decimal strings with two places, like every other money string.
+        let breakdown: serde_json::Map<String, serde_json::Value> = breakdown
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| {
+                        let amount = v.to_string().trim_matches('"').parse().unwrap_or_default();
+                        (k.clone(), wire::two_places(amount).to_string().into())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         CashSession {
             id: r.get("id"),
             user_id: r.get("user_id"),
@@ -76,7 +103,10 @@ impl CashSession {
             total_sales: r.get("total_sales"),
             total_revenue: r.get("total_revenue"),
             total_vat: r.get("total_vat"),
-            payment_breakdown: breakdown.to_string(),
+            payment_breakdown: serde_json::Value::Object(breakdown).to_string(),
+            counted_cash: r.get("counted_cash"),
+            expected_cash: r.get("expected_cash"),
+            variance: r.get("variance"),
         }
     }
 }
@@ -115,6 +145,59 @@ impl Command for OpenSession {
         }
         Err(Error::busy("The cash session is changing; please retry."))
     }
+}
+
+/// Closes an open session: freezes its totals (already counted sale by
+/// sale), and records the counted cash, the expected cash and the variance.
+pub struct CloseSession {
+    pub session_id: Uuid,
+    pub user_id: Uuid,
+    pub counted_cash: Decimal,
+}
+
+impl Command for CloseSession {
+    type Output = CashSession;
+    const NAME: &'static str = "close_session";
+
+    async fn run(self, pool: Pool) -> Result<CashSession> {
+        let client = pool.get().await?;
+        let (id, user, counted) = (self.session_id, self.user_id, self.counted_cash);
+        // The row lock this UPDATE takes waits for sales still adding to the
+        // session, and the WHERE re-checks `open` after the wait.
+        let q = sea_query::raw_query!(
+            PostgresQueryBuilder,
+            r#"UPDATE cash_sessions SET
+                 status = 'closed', closed_at = now(), closed_by = {user},
+                 counted_cash = {counted},
+                 expected_cash = opening_float + coalesce((payment_breakdown ->> 'cash')::numeric, 0),
+                 variance = {counted} - (opening_float + coalesce((payment_breakdown ->> 'cash')::numeric, 0))
+               WHERE id = {id} AND status = 'open'
+               RETURNING *"#
+        );
+        if let Some(row) = db::raw_opt(&client, &q.sql, q.values).await? {
+            return Ok(CashSession::from_row(&row));
+        }
+        match get(&client, id).await? {
+            Some(_) => Err(Error::conflict("This cash session is already closed.")),
+            None => Err(Error::not_found("Cash session not found")),
+        }
+    }
+}
+
+/// A session by id.
+pub async fn get<C: deadpool_postgres::GenericClient + Sync>(
+    client: &C,
+    id: Uuid,
+) -> Result<Option<CashSession>> {
+    use sea_query::{Expr, ExprTrait, Query};
+    let q = Query::select()
+        .columns(COLUMNS)
+        .from("cash_sessions")
+        .and_where(Expr::col("id").eq(id))
+        .to_owned();
+    Ok(db::fetch_opt(client, &q)
+        .await?
+        .map(|r| CashSession::from_row(&r)))
 }
 
 /// The branch's open session, if any.

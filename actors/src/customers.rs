@@ -1,0 +1,280 @@
+//! Customer balances and their ledger. A balance moves only by a conditional
+//! update in the same transaction as its ledger row, so it never goes below
+//! zero (also a CHECK) or past the credit limit, whatever the number of
+//! server processes.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use sea_query::{Expr, ExprTrait, Query};
+use serde::Serialize;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::changes::{self, Change, Op};
+use crate::db;
+use crate::error::{Error, Result};
+use crate::wire;
+
+/// The snapshot Customer shape (numbers, 0/1 flags), plus `rev`.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Customer {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    pub name: String,
+    pub phone: String,
+    pub national_id: String,
+    pub notes: String,
+    pub image_url: String,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub updated_at: DateTime<Utc>,
+    #[serde(serialize_with = "wire::int01")]
+    #[schema(value_type = i32, minimum = 0, maximum = 1)]
+    pub is_credit_allowed: bool,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub credit_limit: Decimal,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub current_balance: Decimal,
+    #[serde(serialize_with = "wire::int01")]
+    #[schema(value_type = i32, minimum = 0, maximum = 1)]
+    pub is_deleted: bool,
+    pub rev: i64,
+}
+
+pub const COLUMNS: [&str; 13] = [
+    "id",
+    "name",
+    "phone",
+    "national_id",
+    "notes",
+    "image_url",
+    "created_at",
+    "updated_at",
+    "is_credit_allowed",
+    "credit_limit",
+    "current_balance",
+    "is_deleted",
+    "rev",
+];
+
+impl Customer {
+    pub fn from_row(r: &Row) -> Self {
+        Customer {
+            id: r.get("id"),
+            name: r.get("name"),
+            phone: r.get("phone"),
+            national_id: r.get("national_id"),
+            notes: r.get("notes"),
+            image_url: r.get("image_url"),
+            created_at: r.get("created_at"),
+            updated_at: r.get("updated_at"),
+            is_credit_allowed: r.get("is_credit_allowed"),
+            credit_limit: r.get("credit_limit"),
+            current_balance: r.get("current_balance"),
+            is_deleted: r.get("is_deleted"),
+            rev: r.get("rev"),
+        }
+    }
+}
+
+/// A live customer.
+pub async fn get<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<Customer>> {
+    let q = Query::select()
+        .columns(COLUMNS)
+        .from("customers")
+        .and_where(Expr::col("id").eq(id))
+        .and_where(Expr::col("is_deleted").eq(false))
+        .to_owned();
+    Ok(db::fetch_opt(c, &q).await?.map(|r| Customer::from_row(&r)))
+}
+
+pub async fn emit<C: GenericClient + Sync>(
+    tx: &C,
+    rev: i64,
+    customer: &Customer,
+    op: Op,
+) -> Result<()> {
+    let change = Change {
+        entity: "customer",
+        entity_id: customer.id.to_string(),
+        op,
+        branch_id: None,
+        payload: serde_json::to_value(customer).map_err(Error::internal)?,
+    };
+    changes::append(tx, rev, change).await
+}
+
+/// Raises the balance of a credit customer by `amount`, within the credit
+/// limit, and writes the `SALE` ledger row. 400 naming the figures otherwise.
+pub async fn charge<C: GenericClient + Sync>(
+    tx: &C,
+    customer_id: Uuid,
+    amount: Decimal,
+    sale: (Uuid, Uuid),
+    user_id: Uuid,
+) -> Result<Customer> {
+    let rev = changes::allocate(tx).await?;
+    let q = Query::update()
+        .table("customers")
+        .value("current_balance", Expr::col("current_balance").add(amount))
+        .value("rev", rev)
+        .value("updated_at", Utc::now())
+        .and_where(Expr::col("id").eq(customer_id))
+        .and_where(Expr::col("is_deleted").eq(false))
+        .and_where(Expr::col("is_credit_allowed").eq(true))
+        .and_where(
+            Expr::col("current_balance")
+                .add(amount)
+                .lte(Expr::col("credit_limit")),
+        )
+        .returning(Query::returning().columns(COLUMNS))
+        .to_owned();
+    let Some(row) = db::fetch_opt(tx, &q).await? else {
+        return Err(refusal(tx, customer_id, amount).await);
+    };
+    let customer = Customer::from_row(&row);
+    emit(tx, rev, &customer, Op::Update).await?;
+    let (sale_id, branch_id) = sale;
+    let entry = LedgerEntry {
+        customer_id,
+        branch_id: Some(branch_id),
+        transaction_type: "SALE",
+        amount,
+        balance_after: customer.current_balance,
+        reference_id: Some(sale_id),
+        notes: String::new(),
+        user_id,
+    };
+    append_ledger(tx, entry).await?;
+    Ok(customer)
+}
+
+/// Why a credit charge was refused.
+async fn refusal<C: GenericClient + Sync>(tx: &C, customer_id: Uuid, amount: Decimal) -> Error {
+    let customer = match get(tx, customer_id).await {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            return Error::validation("customer_id", "`customer_id` names no customer.");
+        }
+        Err(e) => return e,
+    };
+    if !customer.is_credit_allowed {
+        return Error::validation(
+            "customer_id",
+            format!("{} is not allowed to buy on credit.", customer.name),
+        );
+    }
+    Error::validation(
+        "payment_method",
+        format!(
+            "This credit sale of {} would take {}'s balance of {} past the credit limit of {}.",
+            wire::two_places(amount),
+            customer.name,
+            wire::two_places(customer.current_balance),
+            wire::two_places(customer.credit_limit)
+        ),
+    )
+}
+
+/// A ledger row to write.
+pub struct LedgerEntry {
+    pub customer_id: Uuid,
+    pub branch_id: Option<Uuid>,
+    /// `OPENING`, `SALE` or `PAYMENT`.
+    pub transaction_type: &'static str,
+    pub amount: Decimal,
+    pub balance_after: Decimal,
+    pub reference_id: Option<Uuid>,
+    pub notes: String,
+    pub user_id: Uuid,
+}
+
+/// The synced ledger row shape.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct LedgerRow {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    #[schema(value_type = String)]
+    pub customer_id: Uuid,
+    #[schema(value_type = Option<String>)]
+    pub branch_id: Option<Uuid>,
+    pub transaction_type: String,
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String)]
+    pub amount: Decimal,
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String)]
+    pub balance_after: Decimal,
+    #[schema(value_type = Option<String>)]
+    pub reference_id: Option<Uuid>,
+    pub notes: String,
+    #[schema(value_type = Option<String>)]
+    pub created_by: Option<Uuid>,
+    pub created_by_name: String,
+    pub rev: i64,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub created_at: DateTime<Utc>,
+}
+
+/// Writes a ledger row and its sync change; returns the row.
+pub async fn append_ledger<C: GenericClient + Sync>(tx: &C, e: LedgerEntry) -> Result<LedgerRow> {
+    let rev = changes::allocate(tx).await?;
+    let id = Uuid::now_v7();
+    let (customer_id, branch_id, user_id) = (e.customer_id, e.branch_id, e.user_id);
+    let (kind, amount, after, reference, notes) = (
+        e.transaction_type,
+        e.amount,
+        e.balance_after,
+        e.reference_id,
+        e.notes,
+    );
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"WITH row AS (
+             INSERT INTO customer_ledger (id, customer_id, branch_id, transaction_type, amount,
+                                          balance_after, reference_id, notes, created_by, rev)
+             VALUES ({id}, {customer_id}, {branch_id}, {kind}, {amount}, {after}, {reference},
+                     {notes}, {user_id}, {rev})
+             RETURNING *)
+           SELECT row.*, coalesce(u.full_name, '') AS created_by_name
+           FROM row LEFT JOIN users u ON u.id = row.created_by"#
+    );
+    let rows = db::raw_all(tx, &q.sql, q.values).await?;
+    let row = rows
+        .first()
+        .map(ledger_row)
+        .ok_or_else(|| Error::internal("ledger insert returned no row"))?;
+    let change = Change {
+        entity: "customer_ledger",
+        entity_id: row.id.to_string(),
+        op: Op::Create,
+        branch_id: row.branch_id,
+        payload: serde_json::to_value(&row).map_err(Error::internal)?,
+    };
+    changes::append(tx, rev, change).await?;
+    Ok(row)
+}
+
+pub fn ledger_row(r: &Row) -> LedgerRow {
+    LedgerRow {
+        id: r.get("id"),
+        customer_id: r.get("customer_id"),
+        branch_id: r.get("branch_id"),
+        transaction_type: r.get("transaction_type"),
+        amount: r.get("amount"),
+        balance_after: r.get("balance_after"),
+        reference_id: r.get("reference_id"),
+        notes: r.get("notes"),
+        created_by: r.get("created_by"),
+        created_by_name: r.get("created_by_name"),
+        rev: r.get("rev"),
+        created_at: r.get("created_at"),
+    }
+}

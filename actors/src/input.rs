@@ -1,0 +1,126 @@
+//! Checks on request values shared by every write path (REST and sync push):
+//! money amounts, whole quantities and trimmed text.
+
+use rust_decimal::Decimal;
+
+use crate::error::{Error, Result};
+
+/// Largest amount accepted anywhere (fits `numeric(14, 2)`).
+const MAX_AMOUNT: i64 = 1_000_000_000_000;
+/// Largest quantity accepted on one line.
+pub const MAX_QUANTITY: i64 = 1_000_000;
+
+/// A money amount: at most 2 decimals, within `numeric(14, 2)`, and not negative.
+pub fn amount(field: &str, value: Decimal) -> Result<Decimal> {
+    if value.is_sign_negative() && !value.is_zero() {
+        return Err(Error::validation(
+            field,
+            format!("`{field}` must not be negative."),
+        ));
+    }
+    if value.normalize().scale() > 2 || value >= Decimal::from(MAX_AMOUNT) {
+        return Err(Error::validation(
+            field,
+            format!("`{field}` must be an amount with at most 2 decimals."),
+        ));
+    }
+    Ok(value.normalize())
+}
+
+/// A money amount that must be above zero.
+pub fn positive_amount(field: &str, value: Decimal) -> Result<Decimal> {
+    let v = amount(field, value)?;
+    if v.is_zero() {
+        return Err(Error::validation(
+            field,
+            format!("`{field}` must be greater than zero."),
+        ));
+    }
+    Ok(v)
+}
+
+/// A whole, positive quantity.
+pub fn quantity(field: &str, value: Decimal) -> Result<i32> {
+    whole(field, value, 1)
+}
+
+/// A whole quantity of at least `min`.
+pub fn whole(field: &str, value: Decimal, min: i64) -> Result<i32> {
+    let v = value.normalize();
+    if v.scale() != 0 {
+        return Err(Error::validation(
+            field,
+            format!("`{field}` must be a whole number."),
+        ));
+    }
+    let n = i64::try_from(v.mantissa()).unwrap_or(i64::MAX);
+    if n < min {
+        let what = if min == 1 {
+            "greater than zero"
+        } else {
+            "zero or more"
+        };
+        return Err(Error::validation(field, format!("`{field}` must be {what}.")));
+    }
+    if n > MAX_QUANTITY {
+        return Err(Error::validation(
+            field,
+            format!("`{field}` must be at most {MAX_QUANTITY}."),
+        ));
+    }
+    i32::try_from(n).map_err(|_| Error::validation(field, format!("`{field}` is too large.")))
+}
+
+/// Trimmed text that must not be blank, at most `max` characters.
+pub fn required_text(field: &str, value: &str, max: usize) -> Result<String> {
+    let v = value.trim();
+    if v.is_empty() {
+        return Err(Error::validation(
+            field,
+            format!("`{field}` must not be empty."),
+        ));
+    }
+    text(field, v, max)
+}
+
+/// Trimmed optional text, at most `max` characters.
+pub fn text(field: &str, value: &str, max: usize) -> Result<String> {
+    let v = value.trim();
+    if v.chars().count() > max {
+        return Err(Error::validation(
+            field,
+            format!("`{field}` must be at most {max} characters."),
+        ));
+    }
+    if v.contains('\0') {
+        return Err(Error::validation(
+            field,
+            format!("`{field}` must not contain NUL characters."),
+        ));
+    }
+    Ok(v.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amounts() {
+        assert!(amount("a", Decimal::new(-1, 0)).is_err());
+        assert!(amount("a", Decimal::new(1001, 3)).is_err());
+        assert_eq!(
+            amount("a", Decimal::new(1500, 1)).ok(),
+            Some(Decimal::new(150, 0))
+        );
+        assert!(positive_amount("a", Decimal::ZERO).is_err());
+    }
+
+    #[test]
+    fn quantities() {
+        assert!(quantity("q", Decimal::new(15, 1)).is_err());
+        assert!(quantity("q", Decimal::ZERO).is_err());
+        assert_eq!(quantity("q", Decimal::new(20, 1)).ok(), Some(2));
+        assert_eq!(whole("q", Decimal::ZERO, 0).ok(), Some(0));
+    }
+}

@@ -1,0 +1,1050 @@
+//! Sales: the one code path for `POST /sales` and a pushed `sale`/`create`.
+//!
+//! One transaction per sale: stock leaves the sellable batches first-expiry-
+//! first-out (locked `FOR UPDATE`, never below zero), a coupon use is
+//! counted, a credit customer's balance rises within the limit, the branch's
+//! invoice counter row is bumped (so `icv` is gapless: a rolled-back sale
+//! rolls its number back too; `UNIQUE (branch_id, icv)` backs it), the open
+//! cash session's totals grow, and the sale is chained to the previous
+//! invoice of its branch by hash.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, SubsecRound, Utc};
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use sea_query::{Expr, ExprTrait, Order, Query};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::changes::{self, Change, Op};
+use crate::coupons::{self, Coupon};
+use crate::customers;
+use crate::db::{self, Pool};
+use crate::error::{Error, Result};
+use crate::input;
+use crate::runtime::Command;
+use crate::stock::{self, Kind, Movement};
+use crate::wire;
+
+pub const PAYMENT_METHODS: [&str; 4] = ["cash", "card", "mobile_money", "credit"];
+/// Hash the first invoice of a branch chains to.
+pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+const MAX_LINES: usize = 200;
+
+/// A sale as a client sends it (REST body or push payload).
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
+pub struct SaleRequest {
+    pub items: Vec<SaleLineRequest>,
+    /// `cash`, `card`, `mobile_money` or `credit`.
+    pub payment_method: String,
+    #[schema(value_type = Option<String>)]
+    pub customer_id: Option<Uuid>,
+    #[schema(value_type = Option<String>)]
+    pub prescription_id: Option<Uuid>,
+    pub coupon_code: Option<String>,
+    /// The client's id for this sale; a retry with the same id has one effect.
+    pub client_mutation_id: Option<String>,
+    /// Admins only: sell on another branch.
+    #[schema(value_type = Option<String>)]
+    pub branch_id: Option<Uuid>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
+pub struct SaleLineRequest {
+    #[schema(value_type = String)]
+    pub medicine_id: Uuid,
+    #[schema(value_type = f64, minimum = 1)]
+    pub quantity: Decimal,
+    /// Defaults to the medicine's selling price; never above `max_public_price`.
+    #[schema(value_type = Option<f64>)]
+    pub unit_price: Option<Decimal>,
+}
+
+/// A validated sale to make.
+#[derive(Debug, Clone)]
+pub struct NewSale {
+    pub branch_id: Uuid,
+    pub user_id: Uuid,
+    pub lines: Vec<Line>,
+    pub payment_method: String,
+    pub customer_id: Option<Uuid>,
+    pub prescription_id: Option<Uuid>,
+    pub coupon_code: Option<String>,
+    pub device_id: Option<Uuid>,
+    pub client_mutation_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Line {
+    pub medicine_id: Uuid,
+    pub quantity: i32,
+    pub unit_price: Option<Decimal>,
+}
+
+impl SaleRequest {
+    /// Checks the shape of the request; stock, prices and people are checked
+    /// in the transaction.
+    pub fn validate(self, branch_id: Uuid, user_id: Uuid) -> Result<NewSale> {
+        if self.items.is_empty() {
+            return Err(Error::validation("items", "A sale needs at least one item."));
+        }
+        if self.items.len() > MAX_LINES {
+            return Err(Error::validation(
+                "items",
+                format!("A sale may have at most {MAX_LINES} items."),
+            ));
+        }
+        let mut lines = Vec::with_capacity(self.items.len());
+        for (i, item) in self.items.into_iter().enumerate() {
+            let quantity = input::quantity(&format!("items[{i}].quantity"), item.quantity)?;
+            let unit_price = item
+                .unit_price
+                .map(|p| input::amount(&format!("items[{i}].unit_price"), p))
+                .transpose()?;
+            lines.push(Line {
+                medicine_id: item.medicine_id,
+                quantity,
+                unit_price,
+            });
+        }
+        let method = self.payment_method.trim().to_lowercase();
+        if !PAYMENT_METHODS.contains(&method.as_str()) {
+            return Err(Error::validation(
+                "payment_method",
+                "`payment_method` must be one of cash, card, mobile_money, credit.",
+            ));
+        }
+        if method == "credit" && self.customer_id.is_none() {
+            return Err(Error::validation(
+                "customer_id",
+                "A credit sale needs a `customer_id`.",
+            ));
+        }
+        let coupon_code = self
+            .coupon_code
+            .map(|c| c.trim().to_uppercase())
+            .filter(|c| !c.is_empty());
+        let client_mutation_id = self
+            .client_mutation_id
+            .map(|c| input::text("client_mutation_id", &c, 200))
+            .transpose()?
+            .filter(|c| !c.is_empty());
+        Ok(NewSale {
+            branch_id,
+            user_id,
+            lines,
+            payment_method: method,
+            customer_id: self.customer_id,
+            prescription_id: self.prescription_id,
+            coupon_code,
+            device_id: None,
+            client_mutation_id,
+        })
+    }
+}
+
+impl NewSale {
+    /// Digest of what the client asked for, to tell a retry from a different
+    /// sale reusing a mutation id.
+    pub fn digest(&self) -> String {
+        let canonical = serde_json::json!({
+            "lines": self.lines,
+            "payment_method": self.payment_method,
+            "customer_id": self.customer_id,
+            "prescription_id": self.prescription_id,
+            "coupon_code": self.coupon_code,
+        });
+        hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
+    }
+}
+
+/// A sale as read back. Money as decimal strings.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Sale {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    #[schema(value_type = String)]
+    pub branch_id: Uuid,
+    /// The branch's invoice counter value: gapless, unique, increasing.
+    pub icv: i64,
+    pub invoice_number: String,
+    #[schema(value_type = Option<String>)]
+    pub customer_id: Option<Uuid>,
+    #[schema(value_type = Option<String>)]
+    pub prescription_id: Option<Uuid>,
+    pub coupon_code: Option<String>,
+    pub payment_method: String,
+    #[serde(with = "rust_decimal::serde::str")]
+    #[schema(value_type = String)]
+    pub discount: Decimal,
+    /// `total - vat`.
+    #[serde(with = "rust_decimal::serde::str")]
+    #[schema(value_type = String)]
+    pub subtotal: Decimal,
+    #[serde(with = "rust_decimal::serde::str")]
+    #[schema(value_type = String)]
+    pub vat: Decimal,
+    /// What the customer pays (VAT included, discount taken off).
+    #[serde(with = "rust_decimal::serde::str")]
+    #[schema(value_type = String)]
+    pub total: Decimal,
+    #[schema(value_type = Option<String>)]
+    pub cash_session_id: Option<Uuid>,
+    #[schema(value_type = Option<String>)]
+    pub device_id: Option<Uuid>,
+    pub client_mutation_id: Option<String>,
+    pub status: String,
+    pub previous_invoice_hash: String,
+    pub invoice_hash: String,
+    #[schema(value_type = String)]
+    pub created_by: Uuid,
+    pub created_by_name: String,
+    pub rev: i64,
+    #[serde(with = "ts_micros")]
+    #[schema(value_type = String)]
+    pub created_at: DateTime<Utc>,
+    pub items: Vec<SaleItem>,
+}
+
+/// One line of a sale as taken from one batch.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SaleItem {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    #[schema(value_type = String)]
+    pub medicine_id: Uuid,
+    pub medicine_name: String,
+    #[schema(value_type = String)]
+    pub batch_id: Uuid,
+    pub quantity: i32,
+    #[serde(with = "rust_decimal::serde::str")]
+    #[schema(value_type = String)]
+    pub unit_price: Decimal,
+    #[serde(with = "rust_decimal::serde::str")]
+    #[schema(value_type = String)]
+    pub discount: Decimal,
+    /// `quantity × unit_price − discount`, VAT included.
+    #[serde(with = "rust_decimal::serde::str")]
+    #[schema(value_type = String)]
+    pub line_total: Decimal,
+    /// VAT rate in whole percent.
+    pub vat_rate: i32,
+    #[serde(with = "rust_decimal::serde::str")]
+    #[schema(value_type = String)]
+    pub vat_amount: Decimal,
+    #[serde(with = "rust_decimal::serde::str")]
+    #[schema(value_type = String)]
+    pub cost_at_sale: Decimal,
+}
+
+/// Timestamps of sales keep microseconds on the wire: the invoice hash
+/// covers them, and a client should be able to recompute it.
+mod ts_micros {
+    use chrono::{DateTime, SecondsFormat, Utc};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::Millis, true))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
+        let s = String::deserialize(d)?;
+        DateTime::parse_from_rfc3339(&s)
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// The text an invoice hash covers: every figure of the sale and its lines,
+/// then the previous invoice's hash.
+pub fn canonical(s: &Sale, created_at: DateTime<Utc>) -> String {
+    let opt = |u: Option<Uuid>| u.map(|u| u.to_string()).unwrap_or_default();
+    let mut out = format!(
+        "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}\n",
+        s.branch_id,
+        s.icv,
+        s.invoice_number,
+        created_at.format("%Y-%m-%dT%H:%M:%S%.6fZ"),
+        s.payment_method,
+        opt(s.customer_id),
+        wire::two_places(s.discount),
+        wire::two_places(s.subtotal),
+        wire::two_places(s.vat),
+        wire::two_places(s.total),
+        s.previous_invoice_hash,
+    );
+    for i in &s.items {
+        out.push_str(&format!(
+            "{}|{}|{}|{}|{}|{}|{}\n",
+            i.medicine_id,
+            i.batch_id,
+            i.quantity,
+            wire::two_places(i.unit_price),
+            wire::two_places(i.discount),
+            wire::two_places(i.line_total),
+            wire::two_places(i.vat_amount),
+        ));
+    }
+    out
+}
+
+pub fn invoice_hash(s: &Sale, created_at: DateTime<Utc>) -> String {
+    hex::encode(Sha256::digest(canonical(s, created_at).as_bytes()))
+}
+
+/// What a create answered: the sale, and whether it was a replay of an
+/// earlier request with the same mutation id.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub sale: Sale,
+    pub replayed: bool,
+}
+
+/// `POST /sales` through the branch actor.
+pub struct CreateSale(pub NewSale);
+
+impl Command for CreateSale {
+    type Output = Outcome;
+    const NAME: &'static str = "create_sale";
+
+    async fn run(self, pool: Pool) -> Result<Outcome> {
+        let mut client = pool.get().await?;
+        let sale = self.0;
+        if let Some(done) = replay(&client, &sale).await? {
+            return Ok(done);
+        }
+        let tx = client.transaction().await?;
+        match create(&tx, &sale).await {
+            Ok(created) => {
+                tx.commit().await?;
+                Ok(Outcome {
+                    sale: created,
+                    replayed: false,
+                })
+            }
+            // Another process stored the same mutation id first.
+            Err(Error::Conflict(_)) if sale.client_mutation_id.is_some() => {
+                drop(tx);
+                replay(&client, &sale).await?.ok_or_else(|| {
+                    Error::busy("The sale conflicted with another; please retry.")
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The earlier sale with this branch's mutation id, when there is one.
+async fn replay<C: GenericClient + Sync>(c: &C, sale: &NewSale) -> Result<Option<Outcome>> {
+    let Some(cmid) = sale.client_mutation_id.as_deref() else {
+        return Ok(None);
+    };
+    if sale.device_id.is_some() {
+        return Ok(None);
+    }
+    let q = Query::select()
+        .columns(["id", "request_digest"])
+        .from("sales")
+        .and_where(Expr::col("branch_id").eq(sale.branch_id))
+        .and_where(Expr::col("client_mutation_id").eq(cmid))
+        .and_where(Expr::col("device_id").is_null())
+        .to_owned();
+    let Some(row) = db::fetch_opt(c, &q).await? else {
+        return Ok(None);
+    };
+    let digest: Option<String> = row.get("request_digest");
+    if digest.as_deref() != Some(sale.digest().as_str()) {
+        return Err(Error::conflict(
+            "This client_mutation_id was already used for a different sale.",
+        ));
+    }
+    let existing = get(c, row.get("id"))
+        .await?
+        .ok_or_else(|| Error::internal("replayed sale vanished"))?;
+    Ok(Some(Outcome {
+        sale: existing,
+        replayed: true,
+    }))
+}
+
+/// A medicine as a sale needs it.
+struct Product {
+    name: String,
+    selling_price: Decimal,
+    max_public_price: Decimal,
+    vat_category: String,
+    requires_prescription: bool,
+    is_controlled: bool,
+    category: Option<String>,
+}
+
+async fn products<C: GenericClient + Sync>(c: &C, ids: &[Uuid]) -> Result<HashMap<Uuid, Product>> {
+    let ids = ids.to_vec();
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT id, name, selling_price, max_public_price, vat_category, requires_prescription,
+                  is_controlled, category
+           FROM medicines WHERE id = ANY({ids}) AND is_active AND NOT is_deleted"#
+    );
+    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            (
+                r.get("id"),
+                Product {
+                    name: r.get("name"),
+                    selling_price: r.get("selling_price"),
+                    max_public_price: r.get("max_public_price"),
+                    vat_category: r.get("vat_category"),
+                    requires_prescription: r.get("requires_prescription"),
+                    is_controlled: r.get("is_controlled"),
+                    category: r.get("category"),
+                },
+            )
+        })
+        .collect())
+}
+
+/// The standard VAT rate from the settings (0 when tax is off).
+pub async fn standard_rate<C: GenericClient + Sync>(c: &C) -> Result<Decimal> {
+    let q = Query::select()
+        .columns(["tax_enabled", "tax_rate"])
+        .from("settings")
+        .limit(1)
+        .to_owned();
+    Ok(match db::fetch_opt(c, &q).await? {
+        Some(r) if r.get::<_, bool>("tax_enabled") => r.get("tax_rate"),
+        _ => Decimal::ZERO,
+    })
+}
+
+/// The pending prescription a sale relies on: (patient id, prescriber licence).
+async fn prescription<C: GenericClient + Sync>(
+    tx: &C,
+    id: Uuid,
+    branch_id: Uuid,
+) -> Result<(String, String)> {
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT patient_id_number, prescriber_license FROM prescriptions
+           WHERE id = {id} AND branch_id = {branch_id} AND status = 'PENDING' AND NOT is_deleted
+           FOR SHARE"#
+    );
+    let row = db::raw_opt(tx, &q.sql, q.values).await?.ok_or_else(|| {
+        Error::validation(
+            "prescription_id",
+            "`prescription_id` must name a pending prescription of this branch.",
+        )
+    })?;
+    Ok((row.get(0), row.get(1)))
+}
+
+/// One priced piece of a sale: a line as taken from one batch.
+struct Piece {
+    medicine_id: Uuid,
+    batch_id: Uuid,
+    quantity: i32,
+    unit_price: Decimal,
+    cost: Decimal,
+    rate: Decimal,
+    gross: Decimal,
+}
+
+/// Makes the sale in `tx`. The caller commits.
+pub async fn create<C: GenericClient + Sync>(tx: &C, sale: &NewSale) -> Result<Sale> {
+    let mut ids: Vec<Uuid> = sale.lines.iter().map(|l| l.medicine_id).collect();
+    ids.sort();
+    ids.dedup();
+    let catalogue = products(tx, &ids).await?;
+    for (i, line) in sale.lines.iter().enumerate() {
+        if !catalogue.contains_key(&line.medicine_id) {
+            return Err(Error::validation(
+                format!("items[{i}].medicine_id"),
+                "This medicine does not exist or is not active.",
+            ));
+        }
+    }
+    let needs_rx = catalogue.values().any(|p| p.requires_prescription);
+    let rx = match sale.prescription_id {
+        Some(id) => Some(prescription(tx, id, sale.branch_id).await?),
+        None if needs_rx => {
+            let name = catalogue
+                .values()
+                .find(|p| p.requires_prescription)
+                .map(|p| p.name.clone())
+                .unwrap_or_default();
+            return Err(Error::validation(
+                "prescription_id",
+                format!("{name} is prescription-only: give the `prescription_id` of a pending prescription."),
+            ));
+        }
+        None => None,
+    };
+    let standard = standard_rate(tx).await?;
+    let mut lots = stock::lock_sellable(tx, sale.branch_id, &ids).await?;
+    let mut pieces = Vec::new();
+    for (i, line) in sale.lines.iter().enumerate() {
+        let product = &catalogue[&line.medicine_id];
+        let unit_price = line.unit_price.unwrap_or(product.selling_price);
+        if product.max_public_price > Decimal::ZERO && unit_price > product.max_public_price {
+            return Err(Error::validation(
+                format!("items[{i}].unit_price"),
+                format!(
+                    "The price {} of {} is above its maximum public price of {}.",
+                    wire::two_places(unit_price),
+                    product.name,
+                    wire::two_places(product.max_public_price)
+                ),
+            ));
+        }
+        let available = stock::available(&lots, line.medicine_id);
+        let picks = stock::pick(&mut lots, line.medicine_id, line.quantity).ok_or_else(|| {
+            Error::validation(
+                format!("items[{i}].quantity"),
+                format!(
+                    "Not enough sellable stock of {}: {} requested, {} available.",
+                    product.name, line.quantity, available
+                ),
+            )
+        })?;
+        let rate = if product.vat_category == "standard" {
+            standard
+        } else {
+            Decimal::ZERO
+        };
+        for (lot, qty) in picks {
+            pieces.push(Piece {
+                medicine_id: line.medicine_id,
+                batch_id: lot.batch_id,
+                quantity: qty,
+                unit_price,
+                cost: lot.unit_cost,
+                rate,
+                gross: unit_price * Decimal::from(qty),
+            });
+        }
+    }
+    let coupon = match &sale.coupon_code {
+        Some(code) => Some(usable_coupon(tx, code).await?),
+        None => None,
+    };
+    let discounts = match &coupon {
+        Some(c) => {
+            let lines: Vec<(Decimal, bool)> = pieces
+                .iter()
+                .map(|p| {
+                    let category = catalogue[&p.medicine_id].category.as_deref();
+                    (p.gross, c.covers(p.medicine_id, category))
+                })
+                .collect();
+            let d = c.discounts(&lines);
+            if d.iter().all(Decimal::is_zero) {
+                return Err(Error::validation(
+                    "coupon_code",
+                    format!("Coupon {} does not apply to these items.", c.code),
+                ));
+            }
+            d
+        }
+        None => vec![Decimal::ZERO; pieces.len()],
+    };
+
+    let sale_id = Uuid::now_v7();
+    let created_at = Utc::now().trunc_subsecs(6);
+    let mut items = Vec::with_capacity(pieces.len());
+    for (p, discount) in pieces.iter().zip(&discounts) {
+        let line_total = p.gross - discount;
+        let vat_amount = wire::two_places(line_total * p.rate / (Decimal::ONE + p.rate));
+        items.push(SaleItem {
+            id: Uuid::now_v7(),
+            medicine_id: p.medicine_id,
+            medicine_name: catalogue[&p.medicine_id].name.clone(),
+            batch_id: p.batch_id,
+            quantity: p.quantity,
+            unit_price: wire::two_places(p.unit_price),
+            discount: wire::two_places(*discount),
+            line_total: wire::two_places(line_total),
+            vat_rate: percent(p.rate),
+            vat_amount,
+            cost_at_sale: wire::two_places(p.cost),
+        });
+    }
+    let total: Decimal = items.iter().map(|i| i.line_total).sum();
+    let vat: Decimal = items.iter().map(|i| i.vat_amount).sum();
+    let discount: Decimal = items.iter().map(|i| i.discount).sum();
+
+    for p in &pieces {
+        stock::apply(
+            tx,
+            Movement {
+                batch_id: p.batch_id,
+                delta: -p.quantity,
+                kind: Kind::Sale,
+                reference: Some(("sale", sale_id)),
+                user_id: sale.user_id,
+            },
+        )
+        .await?;
+    }
+    if let Some(c) = &coupon {
+        coupons::redeem(tx, c).await?;
+    }
+    let customer_national_id = match (sale.customer_id, sale.payment_method.as_str()) {
+        (Some(id), "credit") => {
+            let c = customers::charge(tx, id, total, (sale_id, sale.branch_id), sale.user_id)
+                .await?;
+            c.national_id
+        }
+        (Some(id), _) => {
+            customers::get(tx, id)
+                .await?
+                .ok_or_else(|| {
+                    Error::validation("customer_id", "`customer_id` names no customer.")
+                })?
+                .national_id
+        }
+        (None, _) => String::new(),
+    };
+
+    let counter = bump_counter(tx, sale.branch_id).await?;
+    let cash_session_id = count_into_session(tx, sale, total, vat).await?;
+    let rev = changes::allocate(tx).await?;
+    let mut made = Sale {
+        id: sale_id,
+        branch_id: sale.branch_id,
+        icv: counter.icv,
+        invoice_number: format!("{}-{:08}", counter.branch_code, counter.icv),
+        customer_id: sale.customer_id,
+        prescription_id: sale.prescription_id,
+        coupon_code: coupon.as_ref().map(|c| c.code.clone()),
+        payment_method: sale.payment_method.clone(),
+        discount: wire::two_places(discount),
+        subtotal: wire::two_places(total - vat),
+        vat: wire::two_places(vat),
+        total: wire::two_places(total),
+        cash_session_id,
+        device_id: sale.device_id,
+        client_mutation_id: sale.client_mutation_id.clone(),
+        status: "completed".to_owned(),
+        previous_invoice_hash: counter.previous_hash,
+        invoice_hash: String::new(),
+        created_by: sale.user_id,
+        created_by_name: user_name(tx, sale.user_id).await?,
+        rev,
+        created_at,
+        items,
+    };
+    made.invoice_hash = invoice_hash(&made, created_at);
+    store(tx, &made, sale, coupon.as_ref()).await?;
+    let controlled: Vec<&SaleItem> = made
+        .items
+        .iter()
+        .filter(|i| catalogue[&i.medicine_id].is_controlled)
+        .collect();
+    let (patient_id, licence) = rx.unwrap_or_default();
+    let patient = if customer_national_id.is_empty() {
+        patient_id
+    } else {
+        customer_national_id
+    };
+    for item in controlled {
+        register_controlled(tx, &made, item, &patient, &licence).await?;
+    }
+    changes::append(
+        tx,
+        rev,
+        Change {
+            entity: "sale",
+            entity_id: made.id.to_string(),
+            op: Op::Create,
+            branch_id: Some(made.branch_id),
+            payload: serde_json::to_value(&made).map_err(Error::internal)?,
+        },
+    )
+    .await?;
+    Ok(made)
+}
+
+fn percent(rate: Decimal) -> i32 {
+    use rust_decimal::prelude::ToPrimitive;
+    (rate * Decimal::ONE_HUNDRED)
+        .round_dp_with_strategy(0, rust_decimal::RoundingStrategy::MidpointAwayFromZero)
+        .to_i32()
+        .unwrap_or_default()
+}
+
+async fn usable_coupon<C: GenericClient + Sync>(tx: &C, code: &str) -> Result<Coupon> {
+    let coupon = coupons::by_code(tx, code).await?.ok_or_else(|| {
+        Error::validation("coupon_code", format!("There is no coupon {code}."))
+    })?;
+    coupons::check_usable(&coupon, Utc::now())?;
+    Ok(coupon)
+}
+
+async fn user_name<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<String> {
+    let q = Query::select()
+        .column("full_name")
+        .from("users")
+        .and_where(Expr::col("id").eq(id))
+        .to_owned();
+    Ok(db::fetch_opt(c, &q)
+        .await?
+        .map(|r| r.get(0))
+        .unwrap_or_default())
+}
+
+struct Counter {
+    icv: i64,
+    previous_hash: String,
+    branch_code: String,
+}
+
+/// Takes the branch's next invoice number. The row stays locked until the
+/// sale commits, so numbers are issued in commit order with no gap.
+async fn bump_counter<C: GenericClient + Sync>(tx: &C, branch_id: Uuid) -> Result<Counter> {
+    for _ in 0..2 {
+        let q = sea_query::raw_query!(
+            PostgresQueryBuilder,
+            r#"UPDATE invoice_counters c SET last_icv = c.last_icv + 1
+               FROM branches b
+               WHERE c.branch_id = {branch_id} AND b.id = c.branch_id
+                 AND b.is_active AND NOT b.is_deleted
+               RETURNING c.last_icv, c.last_hash, b.code"#
+        );
+        if let Some(r) = db::raw_opt(tx, &q.sql, q.values).await? {
+            return Ok(Counter {
+                icv: r.get(0),
+                previous_hash: r.get(1),
+                branch_code: r.get(2),
+            });
+        }
+        ensure_counter(tx, branch_id).await?;
+    }
+    Err(Error::validation(
+        "branch_id",
+        "This branch is not active, so it cannot sell.",
+    ))
+}
+
+/// Creates the branch's invoice counter row if it has none.
+pub async fn ensure_counter<C: GenericClient + Sync>(tx: &C, branch_id: Uuid) -> Result<()> {
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"INSERT INTO invoice_counters (branch_id, last_icv, last_hash)
+           VALUES ({branch_id}, 0, {GENESIS_HASH}) ON CONFLICT (branch_id) DO NOTHING"#
+    );
+    db::raw_all(tx, &q.sql, q.values).await?;
+    Ok(())
+}
+
+/// Adds the sale to the branch's open cash session, if one is open.
+async fn count_into_session<C: GenericClient + Sync>(
+    tx: &C,
+    sale: &NewSale,
+    total: Decimal,
+    vat: Decimal,
+) -> Result<Option<Uuid>> {
+    let (branch_id, method) = (sale.branch_id, sale.payment_method.as_str());
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"UPDATE cash_sessions SET
+             total_sales = total_sales + 1,
+             total_revenue = total_revenue + {total},
+             total_vat = total_vat + {vat},
+             payment_breakdown = jsonb_set(payment_breakdown, ARRAY[{method}::text],
+               to_jsonb(coalesce((payment_breakdown ->> {method}::text)::numeric, 0) + {total}))
+           WHERE branch_id = {branch_id} AND status = 'open'
+           RETURNING id"#
+    );
+    Ok(db::raw_opt(tx, &q.sql, q.values).await?.map(|r| r.get(0)))
+}
+
+async fn store<C: GenericClient + Sync>(
+    tx: &C,
+    s: &Sale,
+    sale: &NewSale,
+    coupon: Option<&Coupon>,
+) -> Result<()> {
+    let gross = s.total + s.discount;
+    let insert = Query::insert()
+        .into_table("sales")
+        .columns([
+            "id",
+            "branch_id",
+            "icv",
+            "invoice_number",
+            "customer_id",
+            "prescription_id",
+            "coupon_id",
+            "coupon_code",
+            "payment_method",
+            "gross",
+            "discount",
+            "subtotal",
+            "vat",
+            "total",
+            "cash_session_id",
+            "device_id",
+            "client_mutation_id",
+            "request_digest",
+            "previous_invoice_hash",
+            "invoice_hash",
+            "created_by",
+            "rev",
+            "created_at",
+        ])
+        .values_panic([
+            s.id.into(),
+            s.branch_id.into(),
+            s.icv.into(),
+            s.invoice_number.clone().into(),
+            s.customer_id.into(),
+            s.prescription_id.into(),
+            coupon.map(|c| c.id).into(),
+            s.coupon_code.clone().into(),
+            s.payment_method.clone().into(),
+            gross.into(),
+            s.discount.into(),
+            s.subtotal.into(),
+            s.vat.into(),
+            s.total.into(),
+            s.cash_session_id.into(),
+            s.device_id.into(),
+            s.client_mutation_id.clone().into(),
+            sale.digest().into(),
+            s.previous_invoice_hash.clone().into(),
+            s.invoice_hash.clone().into(),
+            s.created_by.into(),
+            s.rev.into(),
+            s.created_at.into(),
+        ])
+        .to_owned();
+    db::execute(tx, &insert).await?;
+    let mut items = Query::insert()
+        .into_table("sale_items")
+        .columns([
+            "id",
+            "sale_id",
+            "line_no",
+            "medicine_id",
+            "batch_id",
+            "quantity",
+            "unit_price",
+            "discount",
+            "line_total",
+            "vat_rate",
+            "vat_amount",
+            "cost_at_sale",
+        ])
+        .to_owned();
+    for (n, i) in s.items.iter().enumerate() {
+        items.values_panic([
+            i.id.into(),
+            s.id.into(),
+            (n as i32).into(),
+            i.medicine_id.into(),
+            i.batch_id.into(),
+            i.quantity.into(),
+            i.unit_price.into(),
+            i.discount.into(),
+            i.line_total.into(),
+            (Decimal::from(i.vat_rate) / Decimal::ONE_HUNDRED).into(),
+            i.vat_amount.into(),
+            i.cost_at_sale.into(),
+        ]);
+    }
+    db::execute(tx, &items).await?;
+    let (branch_id, hash) = (s.branch_id, s.invoice_hash.clone());
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        "UPDATE invoice_counters SET last_hash = {hash} WHERE branch_id = {branch_id}"
+    );
+    db::raw_all(tx, &q.sql, q.values).await?;
+    Ok(())
+}
+
+async fn register_controlled<C: GenericClient + Sync>(
+    tx: &C,
+    s: &Sale,
+    item: &SaleItem,
+    patient: &str,
+    licence: &str,
+) -> Result<()> {
+    let q = Query::insert()
+        .into_table("controlled_dispenses")
+        .columns([
+            "id",
+            "sale_id",
+            "branch_id",
+            "medicine_id",
+            "quantity",
+            "patient_national_id",
+            "doctor_license",
+            "dispensed_by",
+            "dispensed_at",
+        ])
+        .values_panic([
+            Uuid::now_v7().into(),
+            s.id.into(),
+            s.branch_id.into(),
+            item.medicine_id.into(),
+            item.quantity.into(),
+            patient.into(),
+            licence.into(),
+            s.created_by.into(),
+            s.created_at.into(),
+        ])
+        .to_owned();
+    db::execute(tx, &q).await?;
+    Ok(())
+}
+
+const SALE_COLUMNS: &str = "s.id, s.branch_id, s.icv, s.invoice_number, s.customer_id, \
+    s.prescription_id, s.coupon_code, s.payment_method, s.discount, s.subtotal, s.vat, s.total, \
+    s.cash_session_id, s.device_id, s.client_mutation_id, s.status, s.previous_invoice_hash, \
+    s.invoice_hash, s.created_by, coalesce(u.full_name, '') AS created_by_name, s.rev, s.created_at";
+
+fn sale_from_row(r: &Row) -> Sale {
+    Sale {
+        id: r.get("id"),
+        branch_id: r.get("branch_id"),
+        icv: r.get("icv"),
+        invoice_number: r.get("invoice_number"),
+        customer_id: r.get("customer_id"),
+        prescription_id: r.get("prescription_id"),
+        coupon_code: r.get("coupon_code"),
+        payment_method: r.get("payment_method"),
+        discount: r.get("discount"),
+        subtotal: r.get("subtotal"),
+        vat: r.get("vat"),
+        total: r.get("total"),
+        cash_session_id: r.get("cash_session_id"),
+        device_id: r.get("device_id"),
+        client_mutation_id: r.get("client_mutation_id"),
+        status: r.get("status"),
+        previous_invoice_hash: r.get("previous_invoice_hash"),
+        invoice_hash: r.get("invoice_hash"),
+        created_by: r.get("created_by"),
+        created_by_name: r.get("created_by_name"),
+        rev: r.get("rev"),
+        created_at: r.get("created_at"),
+        items: Vec::new(),
+    }
+}
+
+fn item_from_row(r: &Row) -> SaleItem {
+    let rate: Decimal = r.get("vat_rate");
+    SaleItem {
+        id: r.get("id"),
+        medicine_id: r.get("medicine_id"),
+        medicine_name: r.get("medicine_name"),
+        batch_id: r.get("batch_id"),
+        quantity: r.get("quantity"),
+        unit_price: r.get("unit_price"),
+        discount: r.get("discount"),
+        line_total: r.get("line_total"),
+        vat_rate: percent(rate),
+        vat_amount: r.get("vat_amount"),
+        cost_at_sale: r.get("cost_at_sale"),
+    }
+}
+
+/// Fills in the lines of `sales`.
+async fn with_items<C: GenericClient + Sync>(c: &C, mut sales: Vec<Sale>) -> Result<Vec<Sale>> {
+    if sales.is_empty() {
+        return Ok(sales);
+    }
+    let ids: Vec<Uuid> = sales.iter().map(|s| s.id).collect();
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT i.*, m.name AS medicine_name FROM sale_items i
+           JOIN medicines m ON m.id = i.medicine_id
+           WHERE i.sale_id = ANY({ids}) ORDER BY i.sale_id, i.line_no, i.id"#
+    );
+    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    let mut by_sale: HashMap<Uuid, Vec<SaleItem>> = HashMap::new();
+    for r in &rows {
+        by_sale
+            .entry(r.get("sale_id"))
+            .or_default()
+            .push(item_from_row(r));
+    }
+    for s in &mut sales {
+        s.items = by_sale.remove(&s.id).unwrap_or_default();
+    }
+    Ok(sales)
+}
+
+/// One sale with its lines.
+pub async fn get<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<Sale>> {
+    let rows = select_sales(c, |q| {
+        q.and_where(Expr::col(("s", "id")).eq(id));
+    })
+    .await?;
+    Ok(with_items(c, rows).await?.into_iter().next())
+}
+
+/// Filters for a sales list.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub branch_id: Option<Uuid>,
+    pub from: Option<DateTime<Utc>>,
+    pub until: Option<DateTime<Utc>>,
+}
+
+/// Newest first, paged; returns the page and the total.
+pub async fn list<C: GenericClient + Sync>(
+    c: &C,
+    f: &ListFilter,
+    offset: u64,
+    limit: u64,
+) -> Result<(Vec<Sale>, i64)> {
+    let filter = |q: &mut sea_query::SelectStatement| {
+        if let Some(b) = f.branch_id {
+            q.and_where(Expr::col(("s", "branch_id")).eq(b));
+        }
+        if let Some(from) = f.from {
+            q.and_where(Expr::col(("s", "created_at")).gte(from));
+        }
+        if let Some(until) = f.until {
+            q.and_where(Expr::col(("s", "created_at")).lt(until));
+        }
+    };
+    let mut count = Query::select()
+        .expr(Expr::cust("count(*)"))
+        .from_as("sales", "s")
+        .to_owned();
+    filter(&mut count);
+    let total: i64 = db::fetch_one(c, &count).await?.get(0);
+    let rows = select_sales(c, |q| {
+        filter(q);
+        q.order_by(("s", "created_at"), Order::Desc)
+            .order_by(("s", "id"), Order::Desc)
+            .offset(offset)
+            .limit(limit);
+    })
+    .await?;
+    Ok((with_items(c, rows).await?, total))
+}
+
+async fn select_sales<C: GenericClient + Sync>(
+    c: &C,
+    shape: impl FnOnce(&mut sea_query::SelectStatement),
+) -> Result<Vec<Sale>> {
+    let mut q = Query::select()
+        .expr(Expr::cust(SALE_COLUMNS))
+        .from_as("sales", "s")
+        .join_as(
+            sea_query::JoinType::LeftJoin,
+            "users",
+            "u",
+            Expr::col(("u", "id")).equals(("s", "created_by")),
+        )
+        .to_owned();
+    shape(&mut q);
+    Ok(db::fetch_all(c, &q).await?.iter().map(sale_from_row).collect())
+}

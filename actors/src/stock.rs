@@ -1,0 +1,430 @@
+//! The stock ledger. Every change of stock goes through `apply`: one
+//! conditional update of the batch (never below zero, also enforced by a
+//! CHECK) and one movement row, in the caller's transaction, plus the
+//! batch's sync change. So a batch's `qty_remaining` is always the sum of its
+//! movements, and a medicine's stock at a branch the sum over its batches.
+//!
+//! Lock order, to keep concurrent writers free of deadlocks: batches first
+//! (ordered by medicine, expiry, receipt), then coupons, customers, the
+//! invoice counter and the cash session.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use sea_query::{Expr, ExprTrait, Query};
+use serde::Serialize;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::changes::{self, Change, Op};
+use crate::db;
+use crate::error::{Error, Result};
+use crate::wire;
+
+/// The snapshot Batch shape (numbers as JSON numbers, `is_deleted` 0/1), plus `rev`.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Batch {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    #[schema(value_type = String)]
+    pub medicine_id: Uuid,
+    #[schema(value_type = String)]
+    pub branch_id: Uuid,
+    #[schema(value_type = Option<String>)]
+    pub supplier_id: Option<Uuid>,
+    pub batch_number: String,
+    #[schema(value_type = String, format = Date)]
+    pub expiry_date: NaiveDate,
+    #[schema(value_type = Option<String>, format = Date)]
+    pub manufacturing_date: Option<NaiveDate>,
+    pub qty_received: i32,
+    pub qty_remaining: i32,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub unit_cost: Decimal,
+    /// `active`, or `depleted` once nothing remains.
+    pub status: String,
+    /// `active`, `quarantined` or `recalled`.
+    pub regulator_status: String,
+    #[serde(serialize_with = "wire::int01")]
+    #[schema(value_type = i32, minimum = 0, maximum = 1)]
+    pub is_deleted: bool,
+    pub rev: i64,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub created_at: DateTime<Utc>,
+}
+
+pub const COLUMNS: [&str; 15] = [
+    "id",
+    "medicine_id",
+    "branch_id",
+    "supplier_id",
+    "batch_number",
+    "expiry_date",
+    "manufacturing_date",
+    "qty_received",
+    "qty_remaining",
+    "unit_cost",
+    "status",
+    "regulator_status",
+    "is_deleted",
+    "rev",
+    "created_at",
+];
+
+impl Batch {
+    pub fn from_row(r: &Row) -> Self {
+        Batch {
+            id: r.get("id"),
+            medicine_id: r.get("medicine_id"),
+            branch_id: r.get("branch_id"),
+            supplier_id: r.get("supplier_id"),
+            batch_number: r.get("batch_number"),
+            expiry_date: r.get("expiry_date"),
+            manufacturing_date: r.get("manufacturing_date"),
+            qty_received: r.get("qty_received"),
+            qty_remaining: r.get("qty_remaining"),
+            unit_cost: r.get("unit_cost"),
+            status: r.get("status"),
+            regulator_status: r.get("regulator_status"),
+            is_deleted: r.get("is_deleted"),
+            rev: r.get("rev"),
+            created_at: r.get("created_at"),
+        }
+    }
+}
+
+/// Why stock moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    In,
+    Sale,
+    SaleReversal,
+    Adjust,
+    TransferOut,
+    TransferIn,
+    TransferCancel,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::In => "IN",
+            Kind::Sale => "SALE",
+            Kind::SaleReversal => "SALE_REVERSAL",
+            Kind::Adjust => "ADJUST",
+            Kind::TransferOut => "TRANSFER_OUT",
+            Kind::TransferIn => "TRANSFER_IN",
+            Kind::TransferCancel => "TRANSFER_CANCEL",
+        }
+    }
+}
+
+/// One movement to record against a batch.
+#[derive(Debug, Clone, Copy)]
+pub struct Movement {
+    pub batch_id: Uuid,
+    /// Signed: positive adds stock, negative takes it away.
+    pub delta: i32,
+    pub kind: Kind,
+    pub reference: Option<(&'static str, Uuid)>,
+    pub user_id: Uuid,
+}
+
+/// Applies a movement: the batch moves by `delta` unless that would take it
+/// below zero (then 400 and nothing changes), the movement row is written
+/// and the batch's sync change appended.
+pub async fn apply<C: GenericClient + Sync>(tx: &C, m: Movement) -> Result<Batch> {
+    let rev = changes::allocate(tx).await?;
+    let remaining = Expr::col("qty_remaining").add(m.delta);
+    let status = Expr::case(remaining.clone().gt(0), "active").finally("depleted");
+    let q = Query::update()
+        .table("batches")
+        .value("qty_remaining", remaining.clone())
+        .value("status", status)
+        .value("rev", rev)
+        .value("updated_at", Utc::now())
+        .and_where(Expr::col("id").eq(m.batch_id))
+        .and_where(remaining.gte(0))
+        .returning(Query::returning().columns(COLUMNS))
+        .to_owned();
+    let batch = db::fetch_opt(tx, &q)
+        .await?
+        .map(|r| Batch::from_row(&r))
+        .ok_or_else(|| Error::bad_request("Not enough stock left in the batch for this change."))?;
+    let (reference_type, reference_id) = match m.reference {
+        Some((t, id)) => (t, Some(id)),
+        None => ("", None),
+    };
+    let insert = Query::insert()
+        .into_table("stock_movements")
+        .columns([
+            "id",
+            "batch_id",
+            "medicine_id",
+            "branch_id",
+            "kind",
+            "qty",
+            "reference_type",
+            "reference_id",
+            "created_by",
+        ])
+        .values_panic([
+            Uuid::now_v7().into(),
+            batch.id.into(),
+            batch.medicine_id.into(),
+            batch.branch_id.into(),
+            m.kind.as_str().into(),
+            m.delta.into(),
+            reference_type.into(),
+            reference_id.into(),
+            m.user_id.into(),
+        ])
+        .to_owned();
+    db::execute(tx, &insert).await?;
+    emit(tx, rev, &batch, Op::Update).await?;
+    Ok(batch)
+}
+
+/// Appends a batch's sync change under `rev`.
+pub async fn emit<C: GenericClient + Sync>(tx: &C, rev: i64, b: &Batch, op: Op) -> Result<()> {
+    let change = Change {
+        entity: "batch",
+        entity_id: b.id.to_string(),
+        op,
+        branch_id: Some(b.branch_id),
+        payload: serde_json::to_value(b).map_err(Error::internal)?,
+    };
+    changes::append(tx, rev, change).await
+}
+
+/// A new batch to receive (purchase or transfer arrival).
+#[derive(Debug, Clone)]
+pub struct NewBatch {
+    pub medicine_id: Uuid,
+    pub branch_id: Uuid,
+    pub supplier_id: Option<Uuid>,
+    pub batch_number: String,
+    pub expiry_date: NaiveDate,
+    pub manufacturing_date: Option<NaiveDate>,
+    pub quantity: i32,
+    pub unit_cost: Decimal,
+    /// `purchase` or `transfer`.
+    pub origin: &'static str,
+    pub notes: String,
+    pub user_id: Uuid,
+}
+
+/// Creates a batch with nothing in it, then records its arrival as a
+/// movement, so even the first units are on the ledger.
+pub async fn receive<C: GenericClient + Sync>(
+    tx: &C,
+    b: NewBatch,
+    kind: Kind,
+    reference: Option<(&'static str, Uuid)>,
+) -> Result<Batch> {
+    let id = Uuid::now_v7();
+    let insert = Query::insert()
+        .into_table("batches")
+        .columns([
+            "id",
+            "medicine_id",
+            "branch_id",
+            "supplier_id",
+            "batch_number",
+            "expiry_date",
+            "manufacturing_date",
+            "qty_received",
+            "qty_remaining",
+            "unit_cost",
+            "status",
+            "origin",
+            "notes",
+            "created_by",
+        ])
+        .values_panic([
+            id.into(),
+            b.medicine_id.into(),
+            b.branch_id.into(),
+            b.supplier_id.into(),
+            b.batch_number.into(),
+            b.expiry_date.into(),
+            b.manufacturing_date.into(),
+            b.quantity.into(),
+            0i32.into(),
+            b.unit_cost.into(),
+            "depleted".into(),
+            b.origin.into(),
+            b.notes.into(),
+            b.user_id.into(),
+        ])
+        .to_owned();
+    db::execute(tx, &insert).await?;
+    apply(
+        tx,
+        Movement {
+            batch_id: id,
+            delta: b.quantity,
+            kind,
+            reference,
+            user_id: b.user_id,
+        },
+    )
+    .await
+}
+
+/// A locked batch with what it still holds, for first-expiry-first-out picks.
+#[derive(Debug, Clone)]
+pub struct Lot {
+    pub batch_id: Uuid,
+    pub medicine_id: Uuid,
+    pub remaining: i32,
+    pub unit_cost: Decimal,
+    pub expiry_date: NaiveDate,
+}
+
+/// Locks the sellable batches (in stock, not expired by the organisation's
+/// calendar, not quarantined or recalled) of `medicines` at a branch, in
+/// first-expiry-first-out order per medicine. One statement, one lock order.
+pub async fn lock_sellable<C: GenericClient + Sync>(
+    tx: &C,
+    branch_id: Uuid,
+    medicines: &[Uuid],
+) -> Result<Vec<Lot>> {
+    let ids: Vec<Uuid> = medicines.to_vec();
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT id, medicine_id, qty_remaining, unit_cost, expiry_date
+           FROM batches
+           WHERE branch_id = {branch_id} AND medicine_id = ANY({ids})
+             AND qty_remaining > 0 AND regulator_status = 'active' AND NOT is_deleted
+             AND expiry_date >= org_today()
+           ORDER BY medicine_id, expiry_date, created_at, id
+           FOR UPDATE"#
+    );
+    let rows = db::raw_all(tx, &q.sql, q.values).await?;
+    Ok(rows.iter().map(lot).collect())
+}
+
+/// Locks every batch holding stock of `medicine` at a branch (any status),
+/// oldest received first: what a stock count may adjust.
+pub async fn lock_all<C: GenericClient + Sync>(
+    tx: &C,
+    branch_id: Uuid,
+    medicine_id: Uuid,
+) -> Result<Vec<Lot>> {
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT id, medicine_id, qty_remaining, unit_cost, expiry_date
+           FROM batches
+           WHERE branch_id = {branch_id} AND medicine_id = {medicine_id} AND NOT is_deleted
+           ORDER BY created_at, id
+           FOR UPDATE"#
+    );
+    let rows = db::raw_all(tx, &q.sql, q.values).await?;
+    Ok(rows.iter().map(lot).collect())
+}
+
+fn lot(r: &Row) -> Lot {
+    Lot {
+        batch_id: r.get("id"),
+        medicine_id: r.get("medicine_id"),
+        remaining: r.get("qty_remaining"),
+        unit_cost: r.get("unit_cost"),
+        expiry_date: r.get("expiry_date"),
+    }
+}
+
+/// Picks `qty` units from `lots` (already in FEFO order), taking what it
+/// uses out of them. `None` when they hold too little.
+pub fn pick(lots: &mut [Lot], medicine_id: Uuid, qty: i32) -> Option<Vec<(Lot, i32)>> {
+    let available: i64 = lots
+        .iter()
+        .filter(|l| l.medicine_id == medicine_id)
+        .map(|l| i64::from(l.remaining))
+        .sum();
+    if available < i64::from(qty) {
+        return None;
+    }
+    let mut left = qty;
+    let mut picks = Vec::new();
+    for l in lots.iter_mut().filter(|l| l.medicine_id == medicine_id) {
+        if left == 0 {
+            break;
+        }
+        let take = std::cmp::min(left, l.remaining);
+        if take > 0 {
+            l.remaining -= take;
+            left -= take;
+            picks.push((l.clone(), take));
+        }
+    }
+    Some(picks)
+}
+
+/// Units of `medicine_id` in `lots`.
+pub fn available(lots: &[Lot], medicine_id: Uuid) -> i64 {
+    lots.iter()
+        .filter(|l| l.medicine_id == medicine_id)
+        .map(|l| i64::from(l.remaining))
+        .sum()
+}
+
+/// Live stock of a medicine: at one branch, or across the chain.
+pub async fn on_hand<C: GenericClient + Sync>(
+    c: &C,
+    medicine_id: Uuid,
+    branch_id: Option<Uuid>,
+) -> Result<i64> {
+    let q = Query::select()
+        .expr(Expr::cust("coalesce(sum(qty_remaining), 0)::bigint"))
+        .from("batches")
+        .and_where(Expr::col("medicine_id").eq(medicine_id))
+        .and_where(Expr::col("is_deleted").eq(false))
+        .apply_if(branch_id, |q, b| {
+            q.and_where(Expr::col("branch_id").eq(b));
+        })
+        .to_owned();
+    Ok(db::fetch_one(c, &q).await?.get(0))
+}
+
+/// The ledger invariants; each returned line describes one violation.
+/// Used by tests and the benchmark's after-run checks.
+pub async fn invariant_violations<C: GenericClient + Sync>(c: &C) -> Result<Vec<String>> {
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT 'batch ' || b.id || ' holds ' || b.qty_remaining || ' but its movements sum to '
+                  || coalesce(m.total, 0)
+           FROM batches b
+           LEFT JOIN (SELECT batch_id, sum(qty)::bigint AS total FROM stock_movements GROUP BY batch_id) m
+                  ON m.batch_id = b.id
+           WHERE b.qty_remaining <> coalesce(m.total, 0) OR b.qty_remaining < 0
+           UNION ALL
+           SELECT 'branch ' || branch_id || ' medicine ' || medicine_id || ' has negative stock '
+                  || sum(qty)
+           FROM stock_movements GROUP BY branch_id, medicine_id HAVING sum(qty) < 0
+           UNION ALL
+           SELECT 'branch ' || branch_id || ' icv sequence has a gap or repeat: '
+                  || count(*) || ' sales, max icv ' || max(icv)
+           FROM sales GROUP BY branch_id
+           HAVING count(*) <> max(icv) OR count(DISTINCT icv) <> count(*)
+           UNION ALL
+           SELECT 'branch ' || c.branch_id || ' counter at ' || c.last_icv || ' but last icv is '
+                  || coalesce(s.top, 0)
+           FROM invoice_counters c
+           LEFT JOIN (SELECT branch_id, max(icv) AS top FROM sales GROUP BY branch_id) s
+                  ON s.branch_id = c.branch_id
+           WHERE c.last_icv <> coalesce(s.top, 0)
+           UNION ALL
+           SELECT 'customer ' || cu.id || ' balance ' || cu.current_balance
+                  || ' differs from its ledger ' || coalesce(l.total, 0)
+           FROM customers cu
+           LEFT JOIN (SELECT customer_id,
+                             sum(CASE WHEN transaction_type = 'PAYMENT' THEN -amount ELSE amount END) AS total
+                      FROM customer_ledger GROUP BY customer_id) l ON l.customer_id = cu.id
+           WHERE cu.current_balance <> coalesce(l.total, 0) OR cu.current_balance < 0"#
+    );
+    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+}

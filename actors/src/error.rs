@@ -165,7 +165,8 @@ impl From<tokio_postgres::Error> for Error {
                     retry_after: 2,
                 };
             }
-            return Error::internal(e);
+            let source = std::error::Error::source(&e).map(ToString::to_string);
+            return Error::internal(format!("{e}: {}", source.unwrap_or_default()));
         };
         let code = db.code();
         if *code == SqlState::QUERY_CANCELED {
@@ -206,7 +207,7 @@ impl From<tokio_postgres::Error> for Error {
                 detail: "A value is out of range or malformed.".to_owned(),
             };
         }
-        Error::internal(e)
+        Error::internal(format!("{}: {}", code.code(), db))
     }
 }
 

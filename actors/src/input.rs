@@ -60,7 +60,10 @@ pub fn whole(field: &str, value: Decimal, min: i64) -> Result<i32> {
         } else {
             "zero or more"
         };
-        return Err(Error::validation(field, format!("`{field}` must be {what}.")));
+        return Err(Error::validation(
+            field,
+            format!("`{field}` must be {what}."),
+        ));
     }
     if n > MAX_QUANTITY {
         return Err(Error::validation(
@@ -99,6 +102,27 @@ pub fn text(field: &str, value: &str, max: usize) -> Result<String> {
         ));
     }
     Ok(v.to_owned())
+}
+
+/// A flag sent as a JSON boolean or as the snapshot's 0/1 integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flag(pub bool);
+
+impl<'de> serde::Deserialize<'de> for Flag {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Int(i64),
+        }
+        match Raw::deserialize(d) {
+            Ok(Raw::Bool(b)) => Ok(Flag(b)),
+            Ok(Raw::Int(0)) => Ok(Flag(false)),
+            Ok(Raw::Int(1)) => Ok(Flag(true)),
+            _ => Err(serde::de::Error::custom("expected true, false, 0 or 1")),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod db;
 pub mod error;
 pub mod input;
 pub mod metrics;
+pub mod purchases;
 pub mod role;
 pub mod runtime;
 pub mod sales;

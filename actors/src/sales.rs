@@ -89,7 +89,10 @@ impl SaleRequest {
     /// in the transaction.
     pub fn validate(self, branch_id: Uuid, user_id: Uuid) -> Result<NewSale> {
         if self.items.is_empty() {
-            return Err(Error::validation("items", "A sale needs at least one item."));
+            return Err(Error::validation(
+                "items",
+                "A sale needs at least one item.",
+            ));
         }
         if self.items.len() > MAX_LINES {
             return Err(Error::validation(
@@ -328,9 +331,9 @@ impl Command for CreateSale {
             // Another process stored the same mutation id first.
             Err(Error::Conflict(_)) if sale.client_mutation_id.is_some() => {
                 drop(tx);
-                replay(&client, &sale).await?.ok_or_else(|| {
-                    Error::busy("The sale conflicted with another; please retry.")
-                })
+                replay(&client, &sale)
+                    .await?
+                    .ok_or_else(|| Error::busy("The sale conflicted with another; please retry."))
             }
             Err(e) => Err(e),
         }
@@ -595,8 +598,8 @@ pub async fn create<C: GenericClient + Sync>(tx: &C, sale: &NewSale) -> Result<S
     }
     let customer_national_id = match (sale.customer_id, sale.payment_method.as_str()) {
         (Some(id), "credit") => {
-            let c = customers::charge(tx, id, total, (sale_id, sale.branch_id), sale.user_id)
-                .await?;
+            let c =
+                customers::charge(tx, id, total, (sale_id, sale.branch_id), sale.user_id).await?;
             c.national_id
         }
         (Some(id), _) => {
@@ -678,9 +681,9 @@ fn percent(rate: Decimal) -> i32 {
 }
 
 async fn usable_coupon<C: GenericClient + Sync>(tx: &C, code: &str) -> Result<Coupon> {
-    let coupon = coupons::by_code(tx, code).await?.ok_or_else(|| {
-        Error::validation("coupon_code", format!("There is no coupon {code}."))
-    })?;
+    let coupon = coupons::by_code(tx, code)
+        .await?
+        .ok_or_else(|| Error::validation("coupon_code", format!("There is no coupon {code}.")))?;
     coupons::check_usable(&coupon, Utc::now())?;
     Ok(coupon)
 }
@@ -749,13 +752,14 @@ async fn count_into_session<C: GenericClient + Sync>(
     vat: Decimal,
 ) -> Result<Option<Uuid>> {
     let (branch_id, method) = (sale.branch_id, sale.payment_method.as_str());
+    let path = vec![method.to_owned()];
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
         r#"UPDATE cash_sessions SET
              total_sales = total_sales + 1,
              total_revenue = total_revenue + {total},
              total_vat = total_vat + {vat},
-             payment_breakdown = jsonb_set(payment_breakdown, ARRAY[{method}::text],
+             payment_breakdown = jsonb_set(payment_breakdown, {path},
                to_jsonb(coalesce((payment_breakdown ->> {method}::text)::numeric, 0) + {total}))
            WHERE branch_id = {branch_id} AND status = 'open'
            RETURNING id"#
@@ -1046,5 +1050,93 @@ async fn select_sales<C: GenericClient + Sync>(
         )
         .to_owned();
     shape(&mut q);
-    Ok(db::fetch_all(c, &q).await?.iter().map(sale_from_row).collect())
+    Ok(db::fetch_all(c, &q)
+        .await?
+        .iter()
+        .map(sale_from_row)
+        .collect())
+}
+
+/// The result of checking a branch's invoice chain.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ChainReport {
+    #[schema(value_type = String)]
+    pub branch_id: Uuid,
+    /// `ok` or `broken`.
+    pub status: String,
+    /// Invoices checked.
+    pub checked: i64,
+    /// The first invoice whose link does not hold, when broken.
+    pub first_broken: Option<BrokenLink>,
+}
+
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct BrokenLink {
+    pub icv: i64,
+    pub invoice_number: String,
+    #[schema(value_type = String)]
+    pub sale_id: Uuid,
+    pub reason: String,
+}
+
+/// Walks a branch's invoices in icv order, recomputing every hash: the
+/// first missing number, wrong previous hash or altered invoice is reported.
+pub async fn verify_chain<C: GenericClient + Sync>(c: &C, branch_id: Uuid) -> Result<ChainReport> {
+    const CHUNK: u64 = 500;
+    let mut expected_prev = GENESIS_HASH.to_owned();
+    let mut expected_icv = 1i64;
+    let mut checked = 0i64;
+    let broken = |s: &Sale, reason: &str, checked| ChainReport {
+        branch_id,
+        status: "broken".to_owned(),
+        checked,
+        first_broken: Some(BrokenLink {
+            icv: s.icv,
+            invoice_number: s.invoice_number.clone(),
+            sale_id: s.id,
+            reason: reason.to_owned(),
+        }),
+    };
+    loop {
+        let after = expected_icv - 1;
+        let page = select_sales(c, |q| {
+            q.and_where(Expr::col(("s", "branch_id")).eq(branch_id))
+                .and_where(Expr::col(("s", "icv")).gt(after))
+                .order_by(("s", "icv"), Order::Asc)
+                .limit(CHUNK);
+        })
+        .await?;
+        let done = (page.len() as u64) < CHUNK;
+        for s in with_items(c, page).await? {
+            checked += 1;
+            if s.icv != expected_icv {
+                return Ok(broken(&s, "invoice numbers skip or repeat here", checked));
+            }
+            if s.previous_invoice_hash != expected_prev {
+                return Ok(broken(
+                    &s,
+                    "previous_invoice_hash does not match the previous invoice",
+                    checked,
+                ));
+            }
+            if invoice_hash(&s, s.created_at) != s.invoice_hash {
+                return Ok(broken(
+                    &s,
+                    "the invoice content does not match its hash",
+                    checked,
+                ));
+            }
+            expected_prev = s.invoice_hash.clone();
+            expected_icv += 1;
+        }
+        if done {
+            break;
+        }
+    }
+    Ok(ChainReport {
+        branch_id,
+        status: "ok".to_owned(),
+        checked,
+        first_broken: None,
+    })
 }

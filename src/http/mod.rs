@@ -4,9 +4,13 @@ pub mod auth;
 pub mod branches;
 pub mod extract;
 pub mod health;
+pub mod medicines;
 pub mod openapi;
+pub mod purchases;
+pub mod sales;
 pub mod sessions;
 pub mod users;
+pub mod window;
 
 use actix_web::dev::ServiceResponse;
 use actix_web::middleware::ErrorHandlerResponse;
@@ -20,6 +24,9 @@ pub fn configure_api(cfg: &mut web::ServiceConfig) {
     branches::configure(cfg);
     users::configure(cfg);
     sessions::configure(cfg);
+    medicines::configure(cfg);
+    purchases::configure(cfg);
+    sales::configure(cfg);
     openapi::configure_api(cfg);
 }
 

@@ -20,7 +20,11 @@ use crate::http;
         http::branches::update, http::branches::delete,
         http::users::list, http::users::get, http::users::create, http::users::update,
         http::users::delete,
-        http::sessions::open, http::sessions::current,
+        http::sessions::open, http::sessions::current, http::sessions::close,
+        http::medicines::list, http::medicines::get, http::medicines::create,
+        http::medicines::update, http::medicines::delete,
+        http::purchases::create,
+        http::sales::create, http::sales::list, http::sales::get, http::sales::verify_chain,
         http::health::healthz, http::health::readyz, http::health::metrics,
     ),
     components(schemas(actors::error::Problem, actors::Role)),
@@ -30,6 +34,10 @@ use crate::http;
         (name = "branches", description = "Branches of the chain"),
         (name = "users", description = "Staff accounts"),
         (name = "sessions", description = "Cash sessions"),
+        (name = "supplier-finance", description = "Batch quarantine and reorder suggestions"),
+        (name = "medicines", description = "The medicine catalogue"),
+        (name = "purchases", description = "Receiving stock"),
+        (name = "sales", description = "Sales and the invoice chain"),
         (name = "operations", description = "Health and metrics"),
     )
 )]

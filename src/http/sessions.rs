@@ -9,15 +9,16 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::Caller;
-use crate::http::extract::{Json, Query};
+use crate::http::extract::{path_id, Json, Query};
 use crate::state::AppState;
 use actors::error::Problem;
-use actors::sessions::{self, CashSession, OpenSession};
+use actors::sessions::{self, CashSession, CloseSession, OpenSession};
 use actors::{Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/sessions/open").route(web::post().to(open)))
-        .service(web::resource("/sessions/current").route(web::get().to(current)));
+        .service(web::resource("/sessions/current").route(web::get().to(current)))
+        .service(web::resource("/sessions/{id}/close").route(web::post().to(close)));
 }
 
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -99,4 +100,49 @@ pub async fn current(
         .await?
         .ok_or_else(|| Error::not_found("No cash session is open on this branch"))?;
     Ok(HttpResponse::Ok().json(session))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CloseRequest {
+    /// Cash counted in the drawer at closing.
+    #[schema(value_type = f64, minimum = 0)]
+    pub counted_cash: Decimal,
+}
+
+/// Closes a session: totals are final, `expected_cash` = opening float +
+/// cash takings, `variance` = counted − expected. 409 when already closed.
+#[utoipa::path(post, path = "/api/v1/sessions/{id}/close", tag = "sessions", security(("bearer" = [])),
+    params(("id" = String, Path)), request_body = CloseRequest,
+    responses((status = 200, body = CashSession), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 503, body = Problem, content_type = "application/problem+json")))]
+pub async fn close(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+    Json(body): Json<CloseRequest>,
+) -> Result<HttpResponse> {
+    let id = path_id(&id, "Cash session")?;
+    let counted_cash = actors::input::amount("counted_cash", body.counted_cash)?;
+    let session = {
+        let client = state.pool.get().await?;
+        sessions::get(&client, id)
+            .await?
+            .filter(|s| caller.can_see_branch(s.branch_id))
+            .ok_or_else(|| Error::not_found("Cash session not found"))?
+    };
+    let closed = state
+        .actors
+        .branch(
+            session.branch_id,
+            CloseSession {
+                session_id: id,
+                user_id: caller.user_id,
+                counted_cash,
+            },
+        )
+        .await?;
+    Ok(HttpResponse::Ok().json(closed))
 }

@@ -171,6 +171,7 @@ pub async fn insert<C: GenericClient + Sync>(
         .returning(Query::returning().columns(COLUMNS))
         .to_owned();
     let branch = Branch::from_row(&db::fetch_one(tx, &q).await?);
+    actors::sales::ensure_counter(tx, branch.id).await?;
     emit(tx, rev, &branch, Op::Create).await?;
     Ok(branch)
 }

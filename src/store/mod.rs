@@ -2,5 +2,6 @@
 
 pub mod audit;
 pub mod branches;
+pub mod medicines;
 pub mod rate_limits;
 pub mod users;

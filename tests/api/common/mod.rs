@@ -199,6 +199,11 @@ impl TestApp {
     pub async fn spawn_with(tune: impl FnOnce(&mut Config)) -> TestApp {
         let (db_name, url) = fresh_database().await;
         let mut config = test_config();
+        // `TEST_LOG=debug cargo test ...` shows the server's logs.
+        if let Ok(level) = std::env::var("TEST_LOG") {
+            config.log.level = level;
+            pharmacy::telemetry::init_logging(&config.log);
+        }
         config.database.url = Some(url.clone());
         tune(&mut config);
         let server_config = config.clone();
@@ -328,6 +333,59 @@ impl TestApp {
 
     pub async fn post(&self, path: &str, token: &str, body: Value) -> (StatusCode, Value) {
         self.call(Method::POST, path, Some(token), Some(body)).await
+    }
+}
+
+impl TestApp {
+    /// Creates a supplier directly in the database.
+    pub async fn supplier(&self, name: &str) -> Uuid {
+        let client = self.pool.get().await.expect("conn");
+        let id = Uuid::now_v7();
+        client
+            .execute(
+                "INSERT INTO suppliers (id, name) VALUES ($1, $2)",
+                &[&id, &name],
+            )
+            .await
+            .expect("supplier");
+        id
+    }
+
+    /// `POST /medicines` with `body`; panics unless 201. Returns the medicine.
+    pub async fn medicine(&self, token: &str, body: Value) -> Value {
+        let (status, m) = self.post("/medicines", token, body).await;
+        assert_eq!(status, StatusCode::CREATED, "create medicine: {m}");
+        m
+    }
+
+    /// Receives `qty` units of a medicine at a branch through `POST /purchases`
+    /// (token of an admin or pharmacist); returns the batch.
+    pub async fn receive(
+        &self,
+        token: &str,
+        medicine_id: &Value,
+        branch_id: Uuid,
+        qty: i64,
+        expiry: &str,
+    ) -> Value {
+        let supplier = self.supplier("Test Supplier").await;
+        let body = json!({
+            "supplier_id": supplier, "medicine_id": medicine_id, "branch_id": branch_id,
+            "batch_number": format!("B-{}", Uuid::now_v7().simple()), "expiry_date": expiry,
+            "quantity": qty, "unit_cost": "100.00",
+        });
+        let (status, b) = self.post("/purchases", token, body).await;
+        assert_eq!(status, StatusCode::CREATED, "purchase: {b}");
+        b
+    }
+
+    /// Panics when a stock, invoice-counter or balance invariant is broken.
+    pub async fn assert_invariants(&self) {
+        let client = self.pool.get().await.expect("conn");
+        let broken = actors::stock::invariant_violations(&client)
+            .await
+            .expect("invariant query");
+        assert!(broken.is_empty(), "invariants broken: {broken:#?}");
     }
 }
 

@@ -1,0 +1,150 @@
+//! `/sales`: making a sale through the branch actor (the same code path as a
+//! pushed `sale`/`create`), reading sales, and checking a branch's invoice
+//! hash chain.
+
+use actix_web::{web, HttpResponse};
+use chrono::NaiveDate;
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::auth::Caller;
+use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
+use crate::http::window::DateWindow;
+use crate::state::AppState;
+use actors::error::Problem;
+use actors::sales::{self, ChainReport, CreateSale, Sale, SaleRequest};
+use actors::{Error, Result, Role};
+
+pub const SELLERS: &[Role] = &[
+    Role::Admin,
+    Role::BranchManager,
+    Role::Pharmacist,
+    Role::Cashier,
+];
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/sales")
+            .route(web::get().to(list))
+            .route(web::post().to(create)),
+    )
+    .service(web::resource("/sales/verify-chain").route(web::get().to(verify_chain)))
+    .service(web::resource("/sales/{id}").route(web::get().to(get)));
+}
+
+/// Makes a sale. A retry with the same `client_mutation_id` answers the
+/// first sale again (200 with `Idempotent-Replay: true`) and changes nothing.
+#[utoipa::path(post, path = "/api/v1/sales", tag = "sales", security(("bearer" = [])),
+    request_body = SaleRequest,
+    responses((status = 201, body = Sale), (status = 200, description = "A replay of an earlier request with the same client_mutation_id", body = Sale),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 503, body = Problem, content_type = "application/problem+json")))]
+pub async fn create(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Json(body): Json<SaleRequest>,
+) -> Result<HttpResponse> {
+    caller.require(SELLERS)?;
+    let branch_id = caller.branch_scope(body.branch_id)?;
+    let sale = body.validate(branch_id, caller.user_id)?;
+    let outcome = state.actors.branch(branch_id, CreateSale(sale)).await?;
+    if outcome.replayed {
+        return Ok(HttpResponse::Ok()
+            .insert_header(("Idempotent-Replay", "true"))
+            .json(outcome.sale));
+    }
+    Ok(HttpResponse::Created().json(outcome.sale))
+}
+
+#[utoipa::path(get, path = "/api/v1/sales/{id}", tag = "sales", security(("bearer" = [])),
+    params(("id" = String, Path)),
+    responses((status = 200, body = Sale), (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn get(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<HttpResponse> {
+    let id = path_id(&id, "Sale")?;
+    let client = state.pool.get().await?;
+    let sale = sales::get(&client, id)
+        .await?
+        .filter(|s| caller.can_see_branch(s.branch_id))
+        .ok_or_else(|| Error::not_found("Sale not found"))?;
+    Ok(HttpResponse::Ok().json(sale))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SalesQuery {
+    /// First day (`YYYY-MM-DD`, organisation time zone), inclusive.
+    #[param(value_type = Option<String>, format = Date)]
+    pub from_date: Option<NaiveDate>,
+    /// Last day, inclusive.
+    #[param(value_type = Option<String>, format = Date)]
+    pub to_date: Option<NaiveDate>,
+    /// Admins: one branch (default all). Others: their own branch only.
+    pub branch_id: Option<Uuid>,
+}
+
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct SalePage {
+    pub items: Vec<Sale>,
+    pub total: i64,
+    pub page: i64,
+    pub page_size: i64,
+}
+
+/// Sales newest first, paged (20 per page by default).
+#[utoipa::path(get, path = "/api/v1/sales", tag = "sales", security(("bearer" = [])),
+    params(SalesQuery, PageParams),
+    responses((status = 200, body = SalePage), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Query(q): Query<SalesQuery>,
+    Query(paging): Query<PageParams>,
+) -> Result<HttpResponse> {
+    let page = paging.resolve(20)?;
+    let branch_id = caller.branch_filter(q.branch_id)?;
+    let client = state.pool.get().await?;
+    let (from, until) = DateWindow::optional(q.from_date, q.to_date)?
+        .bounds(&client)
+        .await?;
+    let filter = sales::ListFilter {
+        branch_id,
+        from,
+        until,
+    };
+    let (items, total) = sales::list(&client, &filter, page.offset(), page.limit()).await?;
+    Ok(HttpResponse::Ok().json(Paged::new(items, total, page)))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ChainQuery {
+    /// Admins and auditors name the branch; others check their own.
+    pub branch_id: Option<Uuid>,
+}
+
+/// Recomputes a branch's invoice hash chain and reports the first broken link.
+#[utoipa::path(get, path = "/api/v1/sales/verify-chain", tag = "sales", security(("bearer" = [])),
+    params(ChainQuery),
+    responses((status = 200, body = ChainReport), (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn verify_chain(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Query(q): Query<ChainQuery>,
+) -> Result<HttpResponse> {
+    caller.require(&[Role::Admin, Role::BranchManager, Role::Auditor])?;
+    let branch_id = caller.branch_scope(q.branch_id)?;
+    let client = state.pool.get().await?;
+    let report = sales::verify_chain(&client, branch_id).await?;
+    Ok(HttpResponse::Ok().json(report))
+}

@@ -1,0 +1,500 @@
+//! The medicine catalogue (organisation-wide) and its categories. Two read
+//! shapes: the spec's single-read shape (prices as decimal strings, flags as
+//! booleans, live stock) and the snapshot shape (numbers, 0/1 flags) that
+//! sync payloads carry.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use sea_query::extension::postgres::PgExpr;
+use sea_query::{Cond, Expr, ExprTrait, Order, Query, SelectStatement};
+use serde::Serialize;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use actors::changes::{self, Change, Op};
+use actors::{db, wire, Error, Result};
+
+use crate::http::extract::Page;
+use crate::store::users::escape_like;
+
+/// A catalogue row.
+#[derive(Debug, Clone)]
+pub struct Medicine {
+    pub id: Uuid,
+    pub name: String,
+    pub generic_name: String,
+    pub barcode: String,
+    pub category: Option<String>,
+    pub form: String,
+    pub strength: String,
+    pub unit: String,
+    pub selling_price: Decimal,
+    pub max_public_price: Decimal,
+    pub low_stock_threshold: i32,
+    pub requires_prescription: bool,
+    pub is_controlled: bool,
+    pub control_schedule: String,
+    pub vat_category: String,
+    pub requires_cold_chain: bool,
+    pub regulator_registration_no: String,
+    pub image_key: String,
+    pub image_url: String,
+    pub is_active: bool,
+    pub is_deleted: bool,
+    pub rev: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// Live stock in the scope it was read for.
+    pub stock_quantity: i64,
+}
+
+pub const COLUMNS: [&str; 24] = [
+    "id",
+    "name",
+    "generic_name",
+    "barcode",
+    "category",
+    "form",
+    "strength",
+    "unit",
+    "selling_price",
+    "max_public_price",
+    "low_stock_threshold",
+    "requires_prescription",
+    "is_controlled",
+    "control_schedule",
+    "vat_category",
+    "requires_cold_chain",
+    "regulator_registration_no",
+    "image_key",
+    "image_url",
+    "is_active",
+    "is_deleted",
+    "rev",
+    "created_at",
+    "updated_at",
+];
+
+impl Medicine {
+    fn from_row(r: &Row) -> Self {
+        Medicine {
+            id: r.get("id"),
+            name: r.get("name"),
+            generic_name: r.get("generic_name"),
+            barcode: r.get("barcode"),
+            category: r.get("category"),
+            form: r.get("form"),
+            strength: r.get("strength"),
+            unit: r.get("unit"),
+            selling_price: r.get("selling_price"),
+            max_public_price: r.get("max_public_price"),
+            low_stock_threshold: r.get("low_stock_threshold"),
+            requires_prescription: r.get("requires_prescription"),
+            is_controlled: r.get("is_controlled"),
+            control_schedule: r.get("control_schedule"),
+            vat_category: r.get("vat_category"),
+            requires_cold_chain: r.get("requires_cold_chain"),
+            regulator_registration_no: r.get("regulator_registration_no"),
+            image_key: r.get("image_key"),
+            image_url: r.get("image_url"),
+            is_active: r.get("is_active"),
+            is_deleted: r.get("is_deleted"),
+            rev: r.get("rev"),
+            created_at: r.get("created_at"),
+            updated_at: r.get("updated_at"),
+            stock_quantity: r.try_get("stock_quantity").unwrap_or_default(),
+        }
+    }
+
+    pub fn view(&self) -> MedicineView {
+        MedicineView {
+            id: self.id,
+            name: self.name.clone(),
+            generic_name: self.generic_name.clone(),
+            barcode: self.barcode.clone(),
+            category: self.category.clone().unwrap_or_default(),
+            form: self.form.clone(),
+            strength: self.strength.clone(),
+            unit: self.unit.clone(),
+            selling_price: self.selling_price,
+            max_public_price: self.max_public_price,
+            stock_quantity: self.stock_quantity,
+            low_stock_threshold: self.low_stock_threshold,
+            requires_prescription: self.requires_prescription,
+            is_controlled: self.is_controlled,
+            control_schedule: self.control_schedule.clone(),
+            vat_category: self.vat_category.clone(),
+            requires_cold_chain: self.requires_cold_chain,
+            regulator_registration_no: self.regulator_registration_no.clone(),
+            image_key: self.image_key.clone(),
+            image_url: self.image_url.clone(),
+            is_active: self.is_active,
+            rev: self.rev,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+
+    pub fn snapshot(&self) -> MedicineSnapshot {
+        MedicineSnapshot {
+            id: self.id,
+            name: self.name.clone(),
+            generic_name: self.generic_name.clone(),
+            barcode: self.barcode.clone(),
+            category: self.category.clone().unwrap_or_default(),
+            form: self.form.clone(),
+            strength: self.strength.clone(),
+            unit: self.unit.clone(),
+            selling_price: self.selling_price,
+            stock_quantity: self.stock_quantity,
+            low_stock_threshold: self.low_stock_threshold,
+            requires_prescription: self.requires_prescription,
+            is_controlled: self.is_controlled,
+            control_schedule: self.control_schedule.clone(),
+            vat_category: self.vat_category.clone(),
+            requires_cold_chain: self.requires_cold_chain,
+            regulator_registration_no: self.regulator_registration_no.clone(),
+            max_public_price: self.max_public_price,
+            image_key: self.image_key.clone(),
+            image_url: self.image_url.clone(),
+            is_active: self.is_active,
+            is_deleted: self.is_deleted,
+            rev: self.rev,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+}
+
+/// The spec's single-read Medicine: prices as decimal strings, flags as
+/// booleans, `stock_quantity` live. `max_public_price` "0.00" means no
+/// ceiling is filed.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct MedicineView {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    pub name: String,
+    pub generic_name: String,
+    pub barcode: String,
+    /// Category slug ("" when none).
+    pub category: String,
+    pub form: String,
+    pub strength: String,
+    pub unit: String,
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String, example = "1500.00")]
+    pub selling_price: Decimal,
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String, example = "2000.00")]
+    pub max_public_price: Decimal,
+    pub stock_quantity: i64,
+    pub low_stock_threshold: i32,
+    pub requires_prescription: bool,
+    pub is_controlled: bool,
+    pub control_schedule: String,
+    /// `standard`, `zero` or `exempt`.
+    pub vat_category: String,
+    pub requires_cold_chain: bool,
+    pub regulator_registration_no: String,
+    pub image_key: String,
+    pub image_url: String,
+    pub is_active: bool,
+    pub rev: i64,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The snapshot Medicine: numbers and 0/1 flags.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct MedicineSnapshot {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    pub name: String,
+    pub generic_name: String,
+    pub barcode: String,
+    pub category: String,
+    pub form: String,
+    pub strength: String,
+    pub unit: String,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub selling_price: Decimal,
+    pub stock_quantity: i64,
+    pub low_stock_threshold: i32,
+    #[serde(serialize_with = "wire::int01")]
+    #[schema(value_type = i32, minimum = 0, maximum = 1)]
+    pub requires_prescription: bool,
+    #[serde(serialize_with = "wire::int01")]
+    #[schema(value_type = i32, minimum = 0, maximum = 1)]
+    pub is_controlled: bool,
+    pub control_schedule: String,
+    pub vat_category: String,
+    #[serde(serialize_with = "wire::int01")]
+    #[schema(value_type = i32, minimum = 0, maximum = 1)]
+    pub requires_cold_chain: bool,
+    pub regulator_registration_no: String,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub max_public_price: Decimal,
+    pub image_key: String,
+    pub image_url: String,
+    #[serde(serialize_with = "wire::int01")]
+    #[schema(value_type = i32, minimum = 0, maximum = 1)]
+    pub is_active: bool,
+    #[serde(serialize_with = "wire::int01")]
+    #[schema(value_type = i32, minimum = 0, maximum = 1)]
+    pub is_deleted: bool,
+    pub rev: i64,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Live stock of each medicine: at one branch, or across the chain.
+fn stock_expr(branch_id: Option<Uuid>) -> Expr {
+    match branch_id {
+        Some(b) => Expr::cust_with_values(
+            "(SELECT coalesce(sum(b.qty_remaining), 0)::bigint FROM batches b \
+             WHERE b.medicine_id = medicines.id AND NOT b.is_deleted AND b.branch_id = $1)",
+            [b],
+        ),
+        None => Expr::cust(
+            "(SELECT coalesce(sum(b.qty_remaining), 0)::bigint FROM batches b \
+             WHERE b.medicine_id = medicines.id AND NOT b.is_deleted)",
+        ),
+    }
+}
+
+fn select(branch_id: Option<Uuid>) -> SelectStatement {
+    Query::select()
+        .columns(COLUMNS)
+        .expr_as(stock_expr(branch_id), "stock_quantity")
+        .from("medicines")
+        .to_owned()
+}
+
+/// A live, active medicine with its stock in `branch_id`'s scope.
+pub async fn get<C: GenericClient + Sync>(
+    c: &C,
+    id: Uuid,
+    branch_id: Option<Uuid>,
+) -> Result<Option<Medicine>> {
+    let q = select(branch_id)
+        .and_where(Expr::col("id").eq(id))
+        .and_where(Expr::col("is_deleted").eq(false))
+        .and_where(Expr::col("is_active").eq(true))
+        .to_owned();
+    Ok(db::fetch_opt(c, &q).await?.map(|r| Medicine::from_row(&r)))
+}
+
+#[derive(Debug, Default)]
+pub struct ListFilter {
+    pub search: Option<String>,
+    pub category: Option<String>,
+    pub branch_id: Option<Uuid>,
+}
+
+/// Active medicines by name, paged; with the total.
+pub async fn list<C: GenericClient + Sync>(
+    c: &C,
+    f: &ListFilter,
+    page: Page,
+) -> Result<(Vec<Medicine>, i64)> {
+    let mut base = Query::select()
+        .from("medicines")
+        .and_where(Expr::col("is_deleted").eq(false))
+        .and_where(Expr::col("is_active").eq(true))
+        .to_owned();
+    if let Some(s) = f.search.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        let pattern = format!("%{}%", escape_like(s));
+        base.cond_where(
+            Cond::any()
+                .add(Expr::col("name").ilike(pattern.clone()))
+                .add(Expr::col("generic_name").ilike(pattern))
+                .add(Expr::col("barcode").eq(s)),
+        );
+    }
+    if let Some(cat) = &f.category {
+        base.and_where(Expr::col("category").eq(slug(cat)));
+    }
+    let total_q = base.clone().expr(Expr::col("id").count()).to_owned();
+    let total: i64 = db::fetch_one(c, &total_q).await?.get(0);
+    let q = base
+        .columns(COLUMNS)
+        .expr_as(stock_expr(f.branch_id), "stock_quantity")
+        .order_by("name", Order::Asc)
+        .order_by("id", Order::Asc)
+        .offset(page.offset())
+        .limit(page.limit())
+        .to_owned();
+    let items = db::fetch_all(c, &q)
+        .await?
+        .iter()
+        .map(Medicine::from_row)
+        .collect();
+    Ok((items, total))
+}
+
+/// A category slug from free text: lowercase letters, digits and dashes.
+pub fn slug(text: &str) -> String {
+    let mut out = String::new();
+    for ch in text.trim().to_lowercase().chars() {
+        if ch.is_ascii_alphanumeric() {
+            out.push(ch);
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').chars().take(63).collect()
+}
+
+/// Makes sure the category exists (added on first use, with a sync change).
+pub async fn ensure_category<C: GenericClient + Sync>(tx: &C, text: &str) -> Result<String> {
+    let slug = slug(text);
+    if slug.is_empty() {
+        return Err(Error::validation(
+            "category",
+            "`category` must contain letters or digits.",
+        ));
+    }
+    let exists = Query::select()
+        .column("slug")
+        .from("categories")
+        .and_where(Expr::col("slug").eq(slug.clone()))
+        .to_owned();
+    if db::fetch_opt(tx, &exists).await?.is_some() {
+        return Ok(slug);
+    }
+    let rev = changes::allocate(tx).await?;
+    let name = text.trim().chars().take(100).collect::<String>();
+    let (s, n) = (slug.clone(), name);
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"INSERT INTO categories (slug, name, rev) VALUES ({s}, {n}, {rev})
+           ON CONFLICT (slug) DO NOTHING RETURNING slug, name, created_at"#
+    );
+    if let Some(row) = db::raw_opt(tx, &q.sql, q.values).await? {
+        let created: DateTime<Utc> = row.get("created_at");
+        let payload = serde_json::json!({
+            "slug": row.get::<_, String>("slug"),
+            "name": row.get::<_, String>("name"),
+            "created_at": wire::format_ts(&created),
+            "rev": rev,
+        });
+        let change = Change {
+            entity: "category",
+            entity_id: slug.clone(),
+            op: Op::Create,
+            branch_id: None,
+            payload,
+        };
+        changes::append(tx, rev, change).await?;
+    }
+    Ok(slug)
+}
+
+/// Column values of a medicine write, already validated.
+#[derive(Debug, Default)]
+pub struct Fields(pub Vec<(&'static str, sea_query::Value)>);
+
+impl Fields {
+    pub fn set(&mut self, col: &'static str, v: impl Into<sea_query::Value>) {
+        self.0.push((col, v.into()));
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+pub async fn insert<C: GenericClient + Sync>(tx: &C, fields: Fields) -> Result<Medicine> {
+    let id = Uuid::now_v7();
+    let rev = changes::allocate(tx).await?;
+    let mut pairs = fields.0;
+    pairs.extend([("id", id.into()), ("rev", rev.into())]);
+    let (cols, vals): (Vec<_>, Vec<_>) = pairs.into_iter().unzip();
+    let q = Query::insert()
+        .into_table("medicines")
+        .columns(cols)
+        .values_panic(vals.into_iter().map(Into::into))
+        .returning(Query::returning().columns(COLUMNS))
+        .to_owned();
+    let row = db::fetch_one(tx, &q).await.map_err(duplicate_barcode)?;
+    let medicine = Medicine::from_row(&row);
+    emit(tx, rev, &medicine, Op::Create).await?;
+    Ok(medicine)
+}
+
+/// Updates a live medicine (`delete` soft-deletes it); `None` when there is none.
+pub async fn update<C: GenericClient + Sync>(
+    tx: &C,
+    id: Uuid,
+    fields: Fields,
+    op: Op,
+) -> Result<Option<Medicine>> {
+    let rev = changes::allocate(tx).await?;
+    let mut pairs = fields.0;
+    pairs.push(("rev", rev.into()));
+    pairs.push(("updated_at", Utc::now().into()));
+    let q = Query::update()
+        .table("medicines")
+        .values(pairs.into_iter().map(|(c, v)| (c, Expr::val(v))))
+        .and_where(Expr::col("id").eq(id))
+        .and_where(Expr::col("is_deleted").eq(false))
+        .returning(Query::returning().columns(COLUMNS))
+        .to_owned();
+    let Some(row) = db::fetch_opt(tx, &q).await.map_err(duplicate_barcode)? else {
+        return Ok(None);
+    };
+    let mut medicine = Medicine::from_row(&row);
+    medicine.stock_quantity = actors::stock::on_hand(tx, id, None).await?;
+    emit(tx, rev, &medicine, op).await?;
+    Ok(Some(medicine))
+}
+
+fn duplicate_barcode(e: Error) -> Error {
+    match e {
+        Error::Conflict(_) => Error::conflict("A medicine with this barcode already exists."),
+        other => other,
+    }
+}
+
+/// Medicine changes are organisation-wide; their `stock_quantity` is the
+/// chain-wide stock at the time of the write (tills follow branch stock
+/// through batch changes).
+async fn emit<C: GenericClient + Sync>(tx: &C, rev: i64, m: &Medicine, op: Op) -> Result<()> {
+    let change = Change {
+        entity: "medicine",
+        entity_id: m.id.to_string(),
+        op,
+        branch_id: None,
+        payload: serde_json::to_value(m.snapshot()).map_err(Error::internal)?,
+    };
+    changes::append(tx, rev, change).await
+}
+
+/// The current row of a live medicine (active or not), for updates.
+pub async fn current<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<Medicine>> {
+    let q = select(None)
+        .and_where(Expr::col("id").eq(id))
+        .and_where(Expr::col("is_deleted").eq(false))
+        .to_owned();
+    Ok(db::fetch_opt(c, &q).await?.map(|r| Medicine::from_row(&r)))
+}
+
+/// The settings' default low-stock threshold for new medicines.
+pub async fn default_threshold<C: GenericClient + Sync>(c: &C) -> Result<i32> {
+    let q = Query::select()
+        .column("default_low_stock_threshold")
+        .from("settings")
+        .limit(1)
+        .to_owned();
+    Ok(db::fetch_opt(c, &q).await?.map(|r| r.get(0)).unwrap_or(10))
+}

@@ -150,6 +150,7 @@ pub async fn seed_demo(pool: &Pool) -> Result<bool> {
     let hash = passwords::hash_blocking(DEMO_PASSWORD.to_owned()).await?;
     let tx = client.transaction().await?;
     let org = ensure_organisation(&tx, "Demo Pharmacy Chain").await?;
+    let mut sellers = Vec::new();
     for (code, name, city) in DEMO_BRANCHES {
         let branch = ensure_branch(&tx, org, code, name, city).await?;
         for role in Role::ALL {
@@ -158,7 +159,7 @@ pub async fn seed_demo(pool: &Pool) -> Result<bool> {
                 continue;
             }
             let title = role.as_str().replace('_', " ");
-            users::insert(
+            let user = users::insert(
                 &tx,
                 NewUser {
                     org_id: org,
@@ -171,8 +172,12 @@ pub async fn seed_demo(pool: &Pool) -> Result<bool> {
                 },
             )
             .await?;
+            if role == Role::Pharmacist {
+                sellers.push((branch, user.id));
+            }
         }
     }
+    seed_catalogue_and_sales(&tx, &sellers).await?;
     tx.commit().await?;
     Ok(true)
 }
@@ -186,4 +191,409 @@ pub async fn has_users(pool: &Pool) -> Result<bool> {
         .limit(1)
         .to_owned();
     Ok(db::fetch_opt(&client, &q).await?.is_some())
+}
+
+/// Demo catalogue: name, generic name, category, form, strength, price,
+/// flags (prescription, controlled, cold chain), VAT category.
+const DEMO_MEDICINES: [(&str, &str, &str, &str, &str, i64, (bool, bool, bool), &str); 24] = [
+    (
+        "Panadol 500mg",
+        "paracetamol",
+        "Analgesics",
+        "tablet",
+        "500mg",
+        500,
+        (false, false, false),
+        "zero",
+    ),
+    (
+        "Brufen 400mg",
+        "ibuprofen",
+        "Analgesics",
+        "tablet",
+        "400mg",
+        800,
+        (false, false, false),
+        "zero",
+    ),
+    (
+        "Diclofenac 50mg",
+        "diclofenac",
+        "Analgesics",
+        "tablet",
+        "50mg",
+        600,
+        (false, false, false),
+        "zero",
+    ),
+    (
+        "Amoxil 500mg",
+        "amoxicillin",
+        "Antibiotics",
+        "capsule",
+        "500mg",
+        1500,
+        (true, false, false),
+        "zero",
+    ),
+    (
+        "Augmentin 625mg",
+        "amoxicillin/clavulanate",
+        "Antibiotics",
+        "tablet",
+        "625mg",
+        4500,
+        (true, false, false),
+        "zero",
+    ),
+    (
+        "Ciprofloxacin 500mg",
+        "ciprofloxacin",
+        "Antibiotics",
+        "tablet",
+        "500mg",
+        1200,
+        (true, false, false),
+        "zero",
+    ),
+    (
+        "Coartem 80/480",
+        "artemether/lumefantrine",
+        "Antimalarials",
+        "tablet",
+        "80/480mg",
+        12000,
+        (false, false, false),
+        "zero",
+    ),
+    (
+        "Duo-Cotecxin",
+        "dihydroartemisinin/piperaquine",
+        "Antimalarials",
+        "tablet",
+        "40/320mg",
+        9000,
+        (false, false, false),
+        "zero",
+    ),
+    (
+        "Metformin 500mg",
+        "metformin",
+        "Diabetes",
+        "tablet",
+        "500mg",
+        300,
+        (true, false, false),
+        "zero",
+    ),
+    (
+        "Actrapid 100IU/ml",
+        "human insulin",
+        "Diabetes",
+        "vial",
+        "100IU/ml",
+        28000,
+        (true, false, true),
+        "zero",
+    ),
+    (
+        "Amlodipine 5mg",
+        "amlodipine",
+        "Cardiovascular",
+        "tablet",
+        "5mg",
+        400,
+        (true, false, false),
+        "zero",
+    ),
+    (
+        "Losartan 50mg",
+        "losartan",
+        "Cardiovascular",
+        "tablet",
+        "50mg",
+        700,
+        (true, false, false),
+        "zero",
+    ),
+    (
+        "Morphine 10mg/ml",
+        "morphine sulphate",
+        "Controlled",
+        "ampoule",
+        "10mg/ml",
+        6000,
+        (true, true, false),
+        "zero",
+    ),
+    (
+        "Pethidine 50mg/ml",
+        "pethidine",
+        "Controlled",
+        "ampoule",
+        "50mg/ml",
+        7000,
+        (true, true, false),
+        "zero",
+    ),
+    (
+        "Diazepam 5mg",
+        "diazepam",
+        "Controlled",
+        "tablet",
+        "5mg",
+        200,
+        (true, true, false),
+        "zero",
+    ),
+    (
+        "ORS sachet",
+        "oral rehydration salts",
+        "Gastro",
+        "sachet",
+        "20.5g",
+        500,
+        (false, false, false),
+        "zero",
+    ),
+    (
+        "Omeprazole 20mg",
+        "omeprazole",
+        "Gastro",
+        "capsule",
+        "20mg",
+        600,
+        (false, false, false),
+        "zero",
+    ),
+    (
+        "Cetirizine 10mg",
+        "cetirizine",
+        "Allergy",
+        "tablet",
+        "10mg",
+        300,
+        (false, false, false),
+        "zero",
+    ),
+    (
+        "Vitamin C 1000mg",
+        "ascorbic acid",
+        "Supplements",
+        "effervescent",
+        "1000mg",
+        8000,
+        (false, false, false),
+        "standard",
+    ),
+    (
+        "Multivitamin syrup",
+        "multivitamin",
+        "Supplements",
+        "syrup",
+        "200ml",
+        9500,
+        (false, false, false),
+        "standard",
+    ),
+    (
+        "Hand sanitiser 500ml",
+        "ethanol 70%",
+        "Personal care",
+        "gel",
+        "500ml",
+        12000,
+        (false, false, false),
+        "standard",
+    ),
+    (
+        "Sunscreen SPF50",
+        "",
+        "Personal care",
+        "cream",
+        "100ml",
+        35000,
+        (false, false, false),
+        "standard",
+    ),
+    (
+        "Hepatitis B vaccine",
+        "HBsAg vaccine",
+        "Vaccines",
+        "vial",
+        "20mcg/ml",
+        25000,
+        (true, false, true),
+        "exempt",
+    ),
+    (
+        "Condoms (3 pack)",
+        "",
+        "Family planning",
+        "pack",
+        "3",
+        1000,
+        (false, false, false),
+        "exempt",
+    ),
+];
+
+const DEMO_SUPPLIERS: [(&str, &str, i32); 3] = [
+    ("Quality Chemicals Ltd", "1000012345", 5),
+    ("Abacus Pharma (A) Ltd", "1000098765", 7),
+    ("National Medical Stores", "1000055555", 14),
+];
+
+/// Catalogue, suppliers, customers, stock with spread expiry dates and a
+/// month of sales on every demo branch.
+async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
+    tx: &C,
+    branches: &[(Uuid, Uuid)],
+) -> Result<()> {
+    use crate::store::medicines::{self, Fields};
+    use actors::sales::{self, Line, NewSale};
+    use actors::stock::{self, Kind, NewBatch};
+    use chrono::{Duration, Utc};
+    use rand::{Rng, SeedableRng};
+    use rust_decimal::Decimal;
+
+    let mut rng = rand::rngs::StdRng::seed_from_u64(2026);
+    let mut suppliers = Vec::new();
+    for (name, tin, lead) in DEMO_SUPPLIERS {
+        let id = Uuid::now_v7();
+        let q = Query::insert()
+            .into_table("suppliers")
+            .columns(["id", "name", "tax_number", "lead_time_days"])
+            .values_panic([id.into(), name.into(), tin.into(), lead.into()])
+            .to_owned();
+        db::execute(tx, &q).await?;
+        suppliers.push(id);
+    }
+    for (i, (name, phone, limit)) in [
+        ("Akello Grace", "+256772000111", 200_000),
+        ("Mukasa John", "+256701000222", 500_000),
+        ("Nakato Clinic", "+256414000333", 2_000_000),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let q = Query::insert()
+            .into_table("customers")
+            .columns([
+                "id",
+                "name",
+                "phone",
+                "national_id",
+                "is_credit_allowed",
+                "credit_limit",
+            ])
+            .values_panic([
+                Uuid::now_v7().into(),
+                name.into(),
+                phone.into(),
+                format!("CM{:09}", 100 + i).into(),
+                true.into(),
+                Decimal::from(limit).into(),
+            ])
+            .to_owned();
+        db::execute(tx, &q).await?;
+    }
+    let today = Utc::now().date_naive();
+    let mut catalogue = Vec::new();
+    for (n, (name, generic, category, form, strength, price, flags, vat)) in
+        DEMO_MEDICINES.into_iter().enumerate()
+    {
+        let mut f = Fields::default();
+        f.set("name", name);
+        f.set("generic_name", generic);
+        f.set("category", medicines::ensure_category(tx, category).await?);
+        f.set("form", form);
+        f.set("strength", strength);
+        f.set("unit", form);
+        f.set("barcode", format!("6009{:09}", 1000 + n));
+        f.set("selling_price", Decimal::from(price));
+        f.set("max_public_price", Decimal::from(price * 6 / 5));
+        f.set("requires_prescription", flags.0);
+        f.set("is_controlled", flags.1);
+        f.set("control_schedule", if flags.1 { "Class A" } else { "" });
+        f.set("requires_cold_chain", flags.2);
+        f.set("vat_category", vat);
+        f.set(
+            "regulator_registration_no",
+            format!("NDA/MAL/{:05}", 300 + n),
+        );
+        let m = medicines::insert(tx, f).await?;
+        catalogue.push((m.id, price, flags.0));
+    }
+    for &(branch, user) in branches {
+        for (n, &(medicine, price, _)) in catalogue.iter().enumerate() {
+            // Long-dated stock, plus on some lines stock that is expired or
+            // expiring within 30 or 90 days, so the dashboard has something to show.
+            let mut lots = vec![(today + Duration::days(400 + n as i64 * 7), 300)];
+            match n % 6 {
+                0 => lots.push((today - Duration::days(20), 12)),
+                1 => lots.push((today + Duration::days(20), 25)),
+                2 => lots.push((today + Duration::days(75), 40)),
+                _ => {}
+            }
+            if n % 8 == 5 {
+                lots = vec![(today + Duration::days(200), 4)]; // low stock
+            }
+            for (k, (expiry, qty)) in lots.into_iter().enumerate() {
+                let batch = NewBatch {
+                    medicine_id: medicine,
+                    branch_id: branch,
+                    supplier_id: Some(suppliers[(n + k) % suppliers.len()]),
+                    batch_number: format!("LOT-{}-{:03}", n, k + 1),
+                    expiry_date: expiry,
+                    manufacturing_date: Some(expiry - Duration::days(730)),
+                    quantity: qty,
+                    unit_cost: Decimal::from(price * 3 / 5),
+                    origin: "purchase",
+                    notes: String::new(),
+                    user_id: user,
+                };
+                stock::receive(tx, batch, Kind::In, None).await?;
+            }
+        }
+        for day in (0..30).rev() {
+            for _ in 0..rng.gen_range(3..8) {
+                let mut lines: Vec<Line> = Vec::new();
+                for _ in 0..rng.gen_range(1..4) {
+                    let (medicine_id, _, rx) = catalogue[rng.gen_range(0..catalogue.len())];
+                    if !rx && lines.iter().all(|l| l.medicine_id != medicine_id) {
+                        lines.push(Line {
+                            medicine_id,
+                            quantity: rng.gen_range(1..4),
+                            unit_price: None,
+                        });
+                    }
+                }
+                if lines.is_empty() {
+                    continue;
+                }
+                let method = ["cash", "cash", "card", "mobile_money"][rng.gen_range(0..4)];
+                let at =
+                    Utc::now() - Duration::days(day) - Duration::minutes(rng.gen_range(0..600));
+                let sale = NewSale {
+                    branch_id: branch,
+                    user_id: user,
+                    lines,
+                    payment_method: method.to_owned(),
+                    customer_id: None,
+                    prescription_id: None,
+                    coupon_code: None,
+                    device_id: None,
+                    client_mutation_id: None,
+                    occurred_at: Some(std::cmp::min(at, Utc::now())),
+                };
+                // A line that runs out of sellable stock just skips the sale.
+                match sales::create(tx, &sale).await {
+                    Ok(_) | Err(actors::Error::Validation { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    Ok(())
 }

@@ -75,6 +75,8 @@ pub struct NewSale {
     pub coupon_code: Option<String>,
     pub device_id: Option<Uuid>,
     pub client_mutation_id: Option<String>,
+    /// When the sale happened, if not now (a till that sold offline; demo data).
+    pub occurred_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -145,6 +147,7 @@ impl SaleRequest {
             coupon_code,
             device_id: None,
             client_mutation_id,
+            occurred_at: None,
         })
     }
 }
@@ -557,7 +560,7 @@ pub async fn create<C: GenericClient + Sync>(tx: &C, sale: &NewSale) -> Result<S
     };
 
     let sale_id = Uuid::now_v7();
-    let created_at = Utc::now().trunc_subsecs(6);
+    let created_at = sale.occurred_at.unwrap_or_else(Utc::now).trunc_subsecs(6);
     let mut items = Vec::with_capacity(pieces.len());
     for (p, discount) in pieces.iter().zip(&discounts) {
         let line_total = p.gross - discount;

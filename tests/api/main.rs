@@ -15,5 +15,6 @@ mod migrations;
 mod operations;
 mod purchases;
 mod sales;
+mod seed;
 mod sessions;
 mod users;

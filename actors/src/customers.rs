@@ -83,6 +83,53 @@ impl Customer {
     }
 }
 
+/// The customer endpoints' shape: money as decimal strings, the credit flag
+/// as a boolean.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct CustomerView {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    pub name: String,
+    pub phone: String,
+    pub national_id: String,
+    pub notes: String,
+    pub image_url: String,
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String, example = "50000.00")]
+    pub credit_limit: Decimal,
+    /// What the customer owes.
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String, example = "12000.00")]
+    pub current_balance: Decimal,
+    pub is_credit_allowed: bool,
+    pub rev: i64,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Customer {
+    pub fn view(&self) -> CustomerView {
+        CustomerView {
+            id: self.id,
+            name: self.name.clone(),
+            phone: self.phone.clone(),
+            national_id: self.national_id.clone(),
+            notes: self.notes.clone(),
+            image_url: self.image_url.clone(),
+            credit_limit: self.credit_limit,
+            current_balance: self.current_balance,
+            is_credit_allowed: self.is_credit_allowed,
+            rev: self.rev,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+}
+
 /// A live customer.
 pub async fn get<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<Customer>> {
     let q = Query::select()
@@ -276,5 +323,99 @@ pub fn ledger_row(r: &Row) -> LedgerRow {
         created_by_name: r.get("created_by_name"),
         rev: r.get("rev"),
         created_at: r.get("created_at"),
+    }
+}
+
+/// The spec's 201 answer to a payment.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct PaymentReceipt {
+    #[schema(value_type = String)]
+    pub ledger_id: Uuid,
+    #[schema(value_type = String)]
+    pub customer_id: Uuid,
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String)]
+    pub amount_paid: Decimal,
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String)]
+    pub previous_balance: Decimal,
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String)]
+    pub new_balance: Decimal,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub paid_at: DateTime<Utc>,
+}
+
+/// A payment against a customer's balance, through the branch actor where
+/// it is taken. The conditional update (`current_balance >= amount`) keeps
+/// the balance from going below zero whatever the number of processes.
+pub struct RecordPayment {
+    pub customer_id: Uuid,
+    pub branch_id: Uuid,
+    pub amount: Decimal,
+    pub notes: String,
+    pub user_id: Uuid,
+}
+
+impl crate::runtime::Command for RecordPayment {
+    type Output = PaymentReceipt;
+    const NAME: &'static str = "record_payment";
+
+    async fn run(self, pool: crate::db::Pool) -> Result<PaymentReceipt> {
+        let mut client = pool.get().await?;
+        let tx = client.transaction().await?;
+        let amount = self.amount;
+        let rev = changes::allocate(&tx).await?;
+        let q = Query::update()
+            .table("customers")
+            .value("current_balance", Expr::col("current_balance").sub(amount))
+            .value("rev", rev)
+            .value("updated_at", Utc::now())
+            .and_where(Expr::col("id").eq(self.customer_id))
+            .and_where(Expr::col("is_deleted").eq(false))
+            .and_where(Expr::col("current_balance").gte(amount))
+            .returning(Query::returning().columns(COLUMNS))
+            .to_owned();
+        let updated = if amount > Decimal::ZERO {
+            db::fetch_opt(&tx, &q).await?
+        } else {
+            None
+        };
+        let Some(row) = updated else {
+            let customer = get(&tx, self.customer_id)
+                .await?
+                .ok_or_else(|| Error::not_found("Customer not found"))?;
+            return Err(Error::validation(
+                "amount",
+                format!(
+                    "A payment must be more than 0 and at most the balance: {} was offered against a balance of {}.",
+                    wire::two_places(amount),
+                    wire::two_places(customer.current_balance)
+                ),
+            ));
+        };
+        let customer = Customer::from_row(&row);
+        emit(&tx, rev, &customer, Op::Update).await?;
+        let entry = LedgerEntry {
+            customer_id: customer.id,
+            branch_id: Some(self.branch_id),
+            transaction_type: "PAYMENT",
+            amount,
+            balance_after: customer.current_balance,
+            reference_id: None,
+            notes: self.notes,
+            user_id: self.user_id,
+        };
+        let ledger = append_ledger(&tx, entry).await?;
+        tx.commit().await?;
+        Ok(PaymentReceipt {
+            ledger_id: ledger.id,
+            customer_id: customer.id,
+            amount_paid: amount,
+            previous_balance: customer.current_balance + amount,
+            new_balance: customer.current_balance,
+            paid_at: ledger.created_at,
+        })
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod auth;
 pub mod branches;
+pub mod customers;
 pub mod extract;
 pub mod health;
 pub mod medicines;
@@ -27,6 +28,7 @@ pub fn configure_api(cfg: &mut web::ServiceConfig) {
     medicines::configure(cfg);
     purchases::configure(cfg);
     sales::configure(cfg);
+    customers::configure(cfg);
     openapi::configure_api(cfg);
 }
 

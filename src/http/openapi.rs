@@ -24,6 +24,9 @@ use crate::http;
         http::medicines::list, http::medicines::get, http::medicines::create,
         http::medicines::update, http::medicines::delete,
         http::purchases::create,
+        http::customers::list, http::customers::get, http::customers::create,
+        http::customers::update, http::customers::delete, http::customers::ledger,
+        http::customers::pay,
         http::sales::create, http::sales::list, http::sales::get, http::sales::verify_chain,
         http::health::healthz, http::health::readyz, http::health::metrics,
     ),
@@ -37,6 +40,7 @@ use crate::http;
         (name = "supplier-finance", description = "Batch quarantine and reorder suggestions"),
         (name = "medicines", description = "The medicine catalogue"),
         (name = "purchases", description = "Receiving stock"),
+        (name = "customers", description = "Customers, credit and payments"),
         (name = "sales", description = "Sales and the invoice chain"),
         (name = "operations", description = "Health and metrics"),
     )

@@ -2,6 +2,7 @@
 
 pub mod audit;
 pub mod branches;
+pub mod customers;
 pub mod medicines;
 pub mod rate_limits;
 pub mod users;

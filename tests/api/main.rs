@@ -9,6 +9,7 @@ mod common;
 mod actor_runtime;
 mod auth;
 mod branches;
+mod customers;
 mod errors;
 mod medicines;
 mod migrations;

@@ -1,0 +1,282 @@
+//! `/customers`: organisation-wide customers, their credit and ledger.
+//! Payments go through the branch actor of the branch taking them.
+
+use actix_web::{web, HttpResponse};
+use rust_decimal::Decimal;
+use serde::Deserialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::auth::Caller;
+use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
+use crate::state::AppState;
+use crate::store::customers::{self, Fields};
+use actors::changes::Op;
+use actors::customers::{CustomerView, LedgerRow, PaymentReceipt, RecordPayment};
+use actors::error::Problem;
+use actors::input::{self, Flag};
+use actors::{Error, Result, Role};
+
+/// Who may write customers and take payments.
+const WRITERS: &[Role] = &[
+    Role::Admin,
+    Role::BranchManager,
+    Role::Pharmacist,
+    Role::Cashier,
+];
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/customers")
+            .route(web::get().to(list))
+            .route(web::post().to(create)),
+    )
+    .service(
+        web::resource("/customers/{id}")
+            .route(web::get().to(get))
+            .route(web::put().to(update))
+            .route(web::delete().to(delete)),
+    )
+    .service(web::resource("/customers/{id}/ledger").route(web::get().to(ledger)))
+    .service(web::resource("/customers/{id}/payments").route(web::post().to(pay)));
+}
+
+/// Create (`name` required) or update (only the fields to change) body.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct CustomerWrite {
+    pub name: Option<String>,
+    pub phone: Option<String>,
+    pub national_id: Option<String>,
+    pub notes: Option<String>,
+    pub image_url: Option<String>,
+    /// At least 0 (default 0).
+    #[schema(value_type = Option<f64>, minimum = 0)]
+    pub credit_limit: Option<Decimal>,
+    /// Default false.
+    #[schema(value_type = Option<bool>)]
+    pub is_credit_allowed: Option<Flag>,
+}
+
+fn fields(body: CustomerWrite) -> Result<Fields> {
+    let mut f: Fields = Vec::new();
+    if let Some(v) = body.name {
+        f.push(("name", input::required_text("name", &v, 200)?.into()));
+    }
+    for (col, v) in [
+        ("phone", body.phone),
+        ("national_id", body.national_id),
+        ("notes", body.notes),
+        ("image_url", body.image_url),
+    ] {
+        if let Some(v) = v {
+            f.push((col, input::text(col, &v, 1000)?.into()));
+        }
+    }
+    if let Some(v) = body.credit_limit {
+        f.push(("credit_limit", input::amount("credit_limit", v)?.into()));
+    }
+    if let Some(Flag(v)) = body.is_credit_allowed {
+        f.push(("is_credit_allowed", v.into()));
+    }
+    Ok(f)
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CustomerQuery {
+    /// Part of the name or phone, or the exact national id.
+    pub search: Option<String>,
+}
+
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct CustomerPage {
+    pub items: Vec<CustomerView>,
+    pub total: i64,
+    pub page: i64,
+    pub page_size: i64,
+}
+
+#[utoipa::path(get, path = "/api/v1/customers", tag = "customers", security(("bearer" = [])),
+    params(CustomerQuery, PageParams),
+    responses((status = 200, body = CustomerPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json")))]
+pub async fn list(
+    state: web::Data<AppState>,
+    _caller: Caller,
+    Query(q): Query<CustomerQuery>,
+    Query(paging): Query<PageParams>,
+) -> Result<HttpResponse> {
+    let page = paging.resolve(20)?;
+    let client = state.pool.get().await?;
+    let (items, total) = customers::list(&client, q.search.as_deref(), page).await?;
+    let items = items.iter().map(|c| c.view()).collect();
+    Ok(HttpResponse::Ok().json(Paged::new(items, total, page)))
+}
+
+#[utoipa::path(get, path = "/api/v1/customers/{id}", tag = "customers", security(("bearer" = [])),
+    params(("id" = String, Path)),
+    responses((status = 200, body = CustomerView), (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn get(
+    state: web::Data<AppState>,
+    _caller: Caller,
+    id: web::Path<String>,
+) -> Result<HttpResponse> {
+    let id = path_id(&id, "Customer")?;
+    let client = state.pool.get().await?;
+    let customer = customers::get(&client, id)
+        .await?
+        .ok_or_else(|| Error::not_found("Customer not found"))?;
+    Ok(HttpResponse::Ok().json(customer.view()))
+}
+
+#[utoipa::path(post, path = "/api/v1/customers", tag = "customers", security(("bearer" = [])),
+    request_body = CustomerWrite,
+    responses((status = 201, body = CustomerView), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn create(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Json(body): Json<CustomerWrite>,
+) -> Result<HttpResponse> {
+    caller.require(WRITERS)?;
+    if body.name.is_none() {
+        return Err(Error::validation("name", "The field `name` is required."));
+    }
+    let fields = fields(body)?;
+    let mut client = state.pool.get().await?;
+    let tx = client.transaction().await?;
+    let customer = customers::insert(&tx, fields).await?;
+    tx.commit().await?;
+    Ok(HttpResponse::Created().json(customer.view()))
+}
+
+#[utoipa::path(put, path = "/api/v1/customers/{id}", tag = "customers", security(("bearer" = [])),
+    params(("id" = String, Path)), request_body = CustomerWrite,
+    responses((status = 200, body = CustomerView), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn update(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+    Json(body): Json<CustomerWrite>,
+) -> Result<HttpResponse> {
+    caller.require(WRITERS)?;
+    let id = path_id(&id, "Customer")?;
+    let fields = fields(body)?;
+    if fields.is_empty() {
+        return Err(Error::bad_request("No fields to update"));
+    }
+    let mut client = state.pool.get().await?;
+    let tx = client.transaction().await?;
+    let customer = customers::update(&tx, id, fields, Op::Update)
+        .await?
+        .ok_or_else(|| Error::not_found("Customer not found"))?;
+    tx.commit().await?;
+    Ok(HttpResponse::Ok().json(customer.view()))
+}
+
+/// Soft-deletes a customer who owes nothing (409 while a balance is owed).
+#[utoipa::path(delete, path = "/api/v1/customers/{id}", tag = "customers", security(("bearer" = [])),
+    params(("id" = String, Path)),
+    responses((status = 204), (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json")))]
+pub async fn delete(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<HttpResponse> {
+    caller.require(WRITERS)?;
+    let id = path_id(&id, "Customer")?;
+    let mut client = state.pool.get().await?;
+    let tx = client.transaction().await?;
+    let fields: Fields = vec![("is_deleted", true.into())];
+    let customer = customers::update(&tx, id, fields, Op::Delete)
+        .await?
+        .ok_or_else(|| Error::not_found("Customer not found"))?;
+    if customer.current_balance > Decimal::ZERO {
+        return Err(Error::conflict(format!(
+            "{} still owes {}; record the payment before deleting.",
+            customer.name,
+            actors::wire::two_places(customer.current_balance)
+        )));
+    }
+    tx.commit().await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct LedgerPage {
+    pub items: Vec<LedgerRow>,
+    pub total: i64,
+    pub page: i64,
+    pub page_size: i64,
+}
+
+/// The customer's ledger, newest first, 20 per page.
+#[utoipa::path(get, path = "/api/v1/customers/{id}/ledger", tag = "customers", security(("bearer" = [])),
+    params(("id" = String, Path), PageParams),
+    responses((status = 200, body = LedgerPage), (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn ledger(
+    state: web::Data<AppState>,
+    _caller: Caller,
+    id: web::Path<String>,
+    Query(paging): Query<PageParams>,
+) -> Result<HttpResponse> {
+    let id = path_id(&id, "Customer")?;
+    let page = paging.resolve(20)?;
+    let client = state.pool.get().await?;
+    customers::get(&client, id)
+        .await?
+        .ok_or_else(|| Error::not_found("Customer not found"))?;
+    let (items, total) = customers::ledger(&client, id, page).await?;
+    Ok(HttpResponse::Ok().json(Paged::new(items, total, page)))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct PaymentRequest {
+    /// More than 0 and at most the current balance.
+    #[schema(value_type = f64)]
+    pub amount: Decimal,
+    pub notes: Option<String>,
+    /// Admins only: the branch taking the payment (default their own).
+    #[schema(value_type = Option<String>)]
+    pub branch_id: Option<Uuid>,
+}
+
+/// Records a payment against the balance in one transaction.
+#[utoipa::path(post, path = "/api/v1/customers/{id}/payments", tag = "customers", security(("bearer" = [])),
+    params(("id" = String, Path)), request_body = PaymentRequest,
+    responses((status = 201, body = PaymentReceipt), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 503, body = Problem, content_type = "application/problem+json")))]
+pub async fn pay(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+    Json(body): Json<PaymentRequest>,
+) -> Result<HttpResponse> {
+    caller.require(WRITERS)?;
+    let customer_id = path_id(&id, "Customer")?;
+    let branch_id = caller.branch_scope(body.branch_id)?;
+    // Sign and size are judged against the balance in the transaction, so the
+    // refusal can name both figures; here only the form.
+    input::amount("amount", body.amount.abs())?;
+    let payment = RecordPayment {
+        customer_id,
+        branch_id,
+        amount: body.amount.normalize(),
+        notes: input::text("notes", body.notes.as_deref().unwrap_or_default(), 1000)?,
+        user_id: caller.user_id,
+    };
+    let receipt = state.actors.branch(branch_id, payment).await?;
+    Ok(HttpResponse::Created().json(receipt))
+}

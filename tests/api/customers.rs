@@ -1,0 +1,329 @@
+use futures_util::future::join_all;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::common::{assert_problem, Role, TestApp};
+
+async fn customer(app: &TestApp, token: &str, body: Value) -> Value {
+    let (status, c) = app.post("/customers", token, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{c}");
+    c
+}
+
+/// Gives a customer a balance through a credit sale of `amount` (one unit).
+async fn owe(app: &TestApp, admin: &str, branch: Uuid, customer: &Value, amount: i64) {
+    let m = app
+        .medicine(
+            admin,
+            json!({"name": format!("Item {}", Uuid::now_v7()), "selling_price": amount}),
+        )
+        .await;
+    app.receive(admin, &m["id"], branch, 1, "2030-01-01").await;
+    let (status, sale) = app
+        .post(
+            "/sales",
+            admin,
+            json!({"items": [{"medicine_id": m["id"], "quantity": 1}], "payment_method": "credit",
+                   "customer_id": customer["id"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{sale}");
+}
+
+#[tokio::test]
+async fn create_read_update_delete_with_the_spec_types() {
+    let app = TestApp::spawn().await;
+    let branch = app.branch("B1").await;
+    let (_, cashier) = app.signed_in(branch, Role::Cashier).await;
+    let (_, auditor) = app.signed_in(branch, Role::Auditor).await;
+    let c = customer(
+        &app,
+        &cashier,
+        json!({"name": "Akello Grace", "phone": "+256772000111"}),
+    )
+    .await;
+    assert_eq!(c["credit_limit"], "0.00");
+    assert_eq!(c["current_balance"], "0.00");
+    assert_eq!(c["is_credit_allowed"], false);
+    let path = format!("/customers/{}", c["id"].as_str().unwrap());
+    let (status, read) = app.get(&path, &auditor).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(read, c);
+    let (status, problem) = app
+        .call(Method::PUT, &path, Some(&cashier), Some(json!({})))
+        .await;
+    assert_problem(status, &problem, StatusCode::BAD_REQUEST);
+    assert_eq!(problem["detail"], "No fields to update");
+    let (status, updated) = app
+        .call(
+            Method::PUT,
+            &path,
+            Some(&cashier),
+            Some(json!({"credit_limit": 50000, "is_credit_allowed": true})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(updated["credit_limit"], "50000.00");
+    assert_eq!(updated["is_credit_allowed"], true);
+    assert_eq!(updated["name"], "Akello Grace");
+    for body in [
+        json!({}),
+        json!({"name": ""}),
+        json!({"name": "X", "credit_limit": -1}),
+    ] {
+        let (status, problem) = app.post("/customers", &cashier, body).await;
+        assert_problem(status, &problem, StatusCode::BAD_REQUEST);
+    }
+    let (status, _) = app.post("/customers", &auditor, json!({"name": "X"})).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _) = app.call(Method::DELETE, &path, Some(&cashier), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = app.get(&path, &cashier).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let client = app.pool.get().await.unwrap();
+    let ops: Vec<String> = client
+        .query(
+            "SELECT op FROM change_log WHERE entity = 'customer' ORDER BY rev",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ops, ["create", "update", "delete"]);
+}
+
+#[tokio::test]
+async fn search_matches_name_and_phone_in_part_and_national_id_exactly() {
+    let app = TestApp::spawn().await;
+    let branch = app.branch("B1").await;
+    let (_, token) = app.signed_in(branch, Role::Pharmacist).await;
+    customer(
+        &app,
+        &token,
+        json!({"name": "Zawadi Mukasa", "phone": "+256701000222", "national_id": "CM900111"}),
+    )
+    .await;
+    customer(
+        &app,
+        &token,
+        json!({"name": "akello grace", "phone": "+256772000111", "national_id": "CF800222"}),
+    )
+    .await;
+    customer(
+        &app,
+        &token,
+        json!({"name": "Brian Okello", "phone": "0414000333"}),
+    )
+    .await;
+    let names = |page: &Value| -> Vec<String> {
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (_, all) = app.get("/customers", &token).await;
+    assert_eq!(
+        names(&all),
+        ["akello grace", "Brian Okello", "Zawadi Mukasa"]
+    );
+    assert_eq!(all["page"], 1);
+    assert_eq!(all["page_size"], 20);
+    let (_, page) = app.get("/customers?search=kello", &token).await;
+    assert_eq!(names(&page), ["akello grace", "Brian Okello"]);
+    let (_, page) = app.get("/customers?search=701000", &token).await;
+    assert_eq!(names(&page), ["Zawadi Mukasa"]);
+    let (_, page) = app.get("/customers?search=CM900111", &token).await;
+    assert_eq!(names(&page), ["Zawadi Mukasa"]);
+    let (_, page) = app.get("/customers?search=CM900", &token).await;
+    assert_eq!(page["total"], 0);
+    let (_, page) = app.get("/customers?page=2&page_size=2", &token).await;
+    assert_eq!(names(&page), ["Zawadi Mukasa"]);
+    assert_eq!(page["total"], 3);
+}
+
+#[tokio::test]
+async fn a_payment_lowers_the_balance_and_writes_the_ledger() {
+    let app = TestApp::spawn().await;
+    let branch = app.branch("B1").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let (_, cashier) = app.signed_in(branch, Role::Cashier).await;
+    let c = customer(
+        &app,
+        &admin,
+        json!({"name": "Debtor", "is_credit_allowed": true, "credit_limit": 100000}),
+    )
+    .await;
+    owe(&app, &admin, branch, &c, 15000).await;
+    let path = format!("/customers/{}/payments", c["id"].as_str().unwrap());
+    let (status, receipt) = app
+        .post(&path, &cashier, json!({"amount": 4000, "notes": "cash"}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{receipt}");
+    assert_eq!(receipt["amount_paid"], "4000.00");
+    assert_eq!(receipt["previous_balance"], "15000.00");
+    assert_eq!(receipt["new_balance"], "11000.00");
+    assert_eq!(receipt["customer_id"], c["id"]);
+    assert!(receipt["paid_at"].as_str().unwrap().ends_with('Z'));
+    for amount in [json!(11000.01), json!(0), json!(-5)] {
+        let (status, problem) = app.post(&path, &cashier, json!({"amount": amount})).await;
+        assert_problem(status, &problem, StatusCode::BAD_REQUEST);
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains("11000.00"), "{detail}");
+    }
+    let (status, problem) = app.post(&path, &cashier, json!({"amount": 11000.01})).await;
+    assert!(problem["detail"].as_str().unwrap().contains("11000.01"));
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = app
+        .post(
+            &format!("/customers/{}/payments", Uuid::now_v7()),
+            &cashier,
+            json!({"amount": 1}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, auditor) = app.signed_in(branch, Role::Auditor).await;
+    let (status, _) = app.post(&path, &auditor, json!({"amount": 1})).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (_, ledger) = app
+        .get(
+            &format!("/customers/{}/ledger", c["id"].as_str().unwrap()),
+            &cashier,
+        )
+        .await;
+    assert_eq!(ledger["total"], 2);
+    let first = &ledger["items"][0];
+    assert_eq!(first["transaction_type"], "PAYMENT");
+    assert_eq!(first["amount"], "4000.00");
+    assert_eq!(first["balance_after"], "11000.00");
+    assert_eq!(first["created_by_name"], "Test cashier");
+    assert_eq!(ledger["items"][1]["transaction_type"], "SALE");
+    let client = app.pool.get().await.unwrap();
+    let entities: Vec<String> = client
+        .query(
+            "SELECT entity FROM change_log WHERE rev > (SELECT max(rev) FROM change_log WHERE entity = 'sale') AND entity <> 'user' ORDER BY rev",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(entities, ["customer", "customer_ledger"]);
+    app.assert_invariants().await;
+}
+
+#[tokio::test]
+async fn the_ledger_is_newest_first_and_paged() {
+    let app = TestApp::spawn().await;
+    let branch = app.branch("B1").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let c = customer(
+        &app,
+        &admin,
+        json!({"name": "Paged", "is_credit_allowed": true, "credit_limit": 100000}),
+    )
+    .await;
+    owe(&app, &admin, branch, &c, 5000).await;
+    let path = format!("/customers/{}/payments", c["id"].as_str().unwrap());
+    for _ in 0..22 {
+        let (status, _) = app.post(&path, &admin, json!({"amount": 100})).await;
+        assert_eq!(status, StatusCode::CREATED);
+    }
+    let ledger_path = format!("/customers/{}/ledger", c["id"].as_str().unwrap());
+    let (_, first) = app.get(&ledger_path, &admin).await;
+    assert_eq!(first["total"], 23);
+    assert_eq!(first["items"].as_array().unwrap().len(), 20);
+    assert_eq!(first["items"][0]["balance_after"], "2800.00");
+    assert_eq!(first["items"][19]["balance_after"], "4700.00");
+    let (_, second) = app.get(&format!("{ledger_path}?page=2"), &admin).await;
+    assert_eq!(second["items"].as_array().unwrap().len(), 3);
+    assert_eq!(second["items"][2]["transaction_type"], "SALE");
+}
+
+#[tokio::test]
+async fn thirty_concurrent_payments_of_ten_against_a_hundred_leave_ten_successes() {
+    let app = TestApp::spawn().await;
+    let branch = app.branch("B1").await;
+    let other = app.branch("B2").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let (_, here) = app.signed_in(branch, Role::Cashier).await;
+    let (_, there) = app.signed_in(other, Role::Cashier).await;
+    let c = customer(
+        &app,
+        &admin,
+        json!({"name": "Contended", "is_credit_allowed": true, "credit_limit": 100}),
+    )
+    .await;
+    owe(&app, &admin, branch, &c, 100).await;
+    let id: Uuid = c["id"].as_str().unwrap().parse().unwrap();
+    let path = format!("/customers/{id}/payments");
+    // Two branches' actors plus direct transactions (as a second server
+    // process would run them): only the database serialises them all.
+    let http = (0..20).map(|i| {
+        let token = if i % 2 == 0 { &here } else { &there };
+        let (app, path) = (&app, &path);
+        async move { app.post(path, token, json!({"amount": 10})).await.0 == StatusCode::CREATED }
+    });
+    let user: Uuid = {
+        let client = app.pool.get().await.unwrap();
+        client
+            .query_one("SELECT id FROM users LIMIT 1", &[])
+            .await
+            .unwrap()
+            .get(0)
+    };
+    let direct = (0..10).map(|_| {
+        let pool = app.pool.clone();
+        async move {
+            use actors::Command;
+            let payment = actors::customers::RecordPayment {
+                customer_id: id,
+                branch_id: branch,
+                amount: rust_decimal::Decimal::TEN,
+                notes: String::new(),
+                user_id: user,
+            };
+            payment.run(pool).await.is_ok()
+        }
+    });
+    let (a, b) = futures_util::join!(join_all(http), join_all(direct));
+    let successes = a.iter().chain(b.iter()).filter(|ok| **ok).count();
+    assert_eq!(successes, 10);
+    let (_, read) = app.get(&format!("/customers/{id}"), &admin).await;
+    assert_eq!(read["current_balance"], "0.00");
+    let client = app.pool.get().await.unwrap();
+    let paid: String = client
+        .query_one(
+            "SELECT sum(amount)::text FROM customer_ledger WHERE customer_id = $1 AND transaction_type = 'PAYMENT'",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(paid, "100.00");
+    app.assert_invariants().await;
+}
+
+#[tokio::test]
+async fn a_customer_who_owes_cannot_be_deleted() {
+    let app = TestApp::spawn().await;
+    let branch = app.branch("B1").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let c = customer(
+        &app,
+        &admin,
+        json!({"name": "Owes", "is_credit_allowed": 1, "credit_limit": 1000}),
+    )
+    .await;
+    owe(&app, &admin, branch, &c, 500).await;
+    let path = format!("/customers/{}", c["id"].as_str().unwrap());
+    let (status, problem) = app.call(Method::DELETE, &path, Some(&admin), None).await;
+    assert_problem(status, &problem, StatusCode::CONFLICT);
+    let (status, _) = app.get(&path, &admin).await;
+    assert_eq!(status, StatusCode::OK);
+}

@@ -193,9 +193,20 @@ pub async fn has_users(pool: &Pool) -> Result<bool> {
     Ok(db::fetch_opt(&client, &q).await?.is_some())
 }
 
-/// Demo catalogue: name, generic name, category, form, strength, price,
+/// A demo medicine: name, generic name, category, form, strength, price,
 /// flags (prescription, controlled, cold chain), VAT category.
-const DEMO_MEDICINES: [(&str, &str, &str, &str, &str, i64, (bool, bool, bool), &str); 24] = [
+type DemoMedicine = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    i64,
+    (bool, bool, bool),
+    &'static str,
+);
+
+const DEMO_MEDICINES: [DemoMedicine; 24] = [
     (
         "Panadol 500mg",
         "paracetamol",

@@ -17,6 +17,8 @@ pub mod runtime;
 pub mod sales;
 pub mod sessions;
 pub mod stock;
+pub mod stockcount;
+pub mod transfers;
 pub mod wire;
 
 pub use error::{Error, Result};

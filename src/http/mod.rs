@@ -2,6 +2,7 @@
 
 pub mod auth;
 pub mod branches;
+pub mod coupons;
 pub mod customers;
 pub mod extract;
 pub mod health;
@@ -10,6 +11,9 @@ pub mod openapi;
 pub mod purchases;
 pub mod sales;
 pub mod sessions;
+pub mod stockcount;
+pub mod supplier_finance;
+pub mod transfers;
 pub mod users;
 pub mod window;
 
@@ -25,6 +29,10 @@ pub fn configure_api(cfg: &mut web::ServiceConfig) {
     branches::configure(cfg);
     users::configure(cfg);
     sessions::configure(cfg);
+    coupons::configure(cfg);
+    stockcount::configure(cfg);
+    transfers::configure(cfg);
+    supplier_finance::configure(cfg);
     medicines::configure(cfg);
     purchases::configure(cfg);
     sales::configure(cfg);

@@ -1,0 +1,231 @@
+//! `/transfers`: stock moving between branches. Creating and cancelling run
+//! on the source branch's actor, receiving on the destination's.
+
+use actix_web::{web, HttpResponse};
+use chrono::NaiveDate;
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::auth::Caller;
+use crate::http::extract::{path_id, Json, Query};
+use crate::state::AppState;
+use actors::error::Problem;
+use actors::transfers::{self, CancelTransfer, CreateTransfer, ReceiveTransfer, Transfer};
+use actors::{input, Error, Result, Role};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/transfers")
+            .route(web::get().to(list))
+            .route(web::post().to(create)),
+    )
+    .service(web::resource("/transfers/{id}").route(web::get().to(get)))
+    .service(web::resource("/transfers/{id}/receive").route(web::post().to(receive)))
+    .service(web::resource("/transfers/{id}/cancel").route(web::post().to(cancel)));
+}
+
+const MOVERS: &[Role] = &[Role::Admin, Role::BranchManager, Role::InventoryManager];
+const READERS: &[Role] = &[
+    Role::Admin,
+    Role::BranchManager,
+    Role::InventoryManager,
+    Role::Auditor,
+];
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct TransferCreate {
+    #[schema(value_type = String)]
+    pub medicine_id: Uuid,
+    /// A non-admin may only send from its own branch.
+    #[schema(value_type = String)]
+    pub from_branch_id: Uuid,
+    #[schema(value_type = String)]
+    pub to_branch_id: Uuid,
+    /// Whole units, more than 0.
+    #[schema(value_type = f64, minimum = 1)]
+    pub qty: Decimal,
+    pub notes: Option<String>,
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TransferQuery {
+    /// Transfers from or to this branch (non-admins: their own only).
+    pub branch_id: Option<Uuid>,
+    /// First day, `YYYY-MM-DD` (inclusive, organisation calendar).
+    pub from_date: Option<String>,
+    /// Last day, `YYYY-MM-DD` (inclusive, organisation calendar).
+    pub to_date: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TransferList {
+    /// Newest first, at most 100.
+    pub items: Vec<Transfer>,
+    /// Rows returned.
+    pub total: i64,
+}
+
+fn day(field: &str, value: Option<&str>) -> Result<Option<NaiveDate>> {
+    let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    match NaiveDate::parse_from_str(v, "%Y-%m-%d") {
+        Ok(d) if v.len() == 10 => Ok(Some(d)),
+        _ => Err(Error::validation(
+            field,
+            format!("`{field}` must be a date as YYYY-MM-DD."),
+        )),
+    }
+}
+
+/// Whether the caller works at either end of the transfer.
+fn involved(caller: &Caller, t: &Transfer) -> bool {
+    caller.can_see_branch(t.from_branch_id) || caller.can_see_branch(t.to_branch_id)
+}
+
+/// A transfer the caller may see; 404 otherwise.
+async fn visible(state: &AppState, caller: &Caller, raw_id: &str) -> Result<Transfer> {
+    let id = path_id(raw_id, "Transfer")?;
+    let client = state.pool.get().await?;
+    transfers::get(&client, id)
+        .await?
+        .filter(|t| involved(caller, t))
+        .ok_or_else(|| Error::not_found("Transfer not found"))
+}
+
+/// Sends stock to another branch: it leaves the source now
+/// (first-expiry-first-out) and is `in_transit` until received.
+#[utoipa::path(post, path = "/api/v1/transfers", tag = "transfers", security(("bearer" = [])),
+    request_body = TransferCreate,
+    responses((status = 201, body = Transfer), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 503, body = Problem, content_type = "application/problem+json")))]
+pub async fn create(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Json(body): Json<TransferCreate>,
+) -> Result<HttpResponse> {
+    caller.require(MOVERS)?;
+    if !caller.can_see_branch(body.from_branch_id) {
+        return Err(Error::forbidden(
+            "You can only send stock from your own branch.",
+        ));
+    }
+    let cmd = CreateTransfer {
+        medicine_id: body.medicine_id,
+        from_branch_id: body.from_branch_id,
+        to_branch_id: body.to_branch_id,
+        qty: input::quantity("qty", body.qty)?,
+        notes: input::text("notes", body.notes.as_deref().unwrap_or(""), 1000)?,
+        user_id: caller.user_id,
+    };
+    if cmd.from_branch_id == cmd.to_branch_id {
+        return Err(Error::validation(
+            "to_branch_id",
+            "A transfer must go to a different branch.",
+        ));
+    }
+    let transfer = state.actors.branch(cmd.from_branch_id, cmd).await?;
+    Ok(HttpResponse::Created().json(transfer))
+}
+
+/// Takes a transfer in at the destination: its stock becomes batches there.
+#[utoipa::path(post, path = "/api/v1/transfers/{id}/receive", tag = "transfers", security(("bearer" = [])),
+    params(("id" = String, Path)),
+    responses((status = 200, body = Transfer), (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 503, body = Problem, content_type = "application/problem+json")))]
+pub async fn receive(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<HttpResponse> {
+    caller.require(MOVERS)?;
+    let t = visible(&state, &caller, &id).await?;
+    if !caller.can_see_branch(t.to_branch_id) {
+        return Err(Error::forbidden(
+            "Only the destination branch can receive a transfer.",
+        ));
+    }
+    let cmd = ReceiveTransfer {
+        transfer_id: t.id,
+        to_branch_id: t.to_branch_id,
+        user_id: caller.user_id,
+    };
+    let transfer = state.actors.branch(t.to_branch_id, cmd).await?;
+    Ok(HttpResponse::Ok().json(transfer))
+}
+
+/// Calls back a transfer in transit: its stock returns to the source batches.
+#[utoipa::path(post, path = "/api/v1/transfers/{id}/cancel", tag = "transfers", security(("bearer" = [])),
+    params(("id" = String, Path)),
+    responses((status = 200, body = Transfer), (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 503, body = Problem, content_type = "application/problem+json")))]
+pub async fn cancel(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<HttpResponse> {
+    caller.require(MOVERS)?;
+    let t = visible(&state, &caller, &id).await?;
+    let cmd = CancelTransfer {
+        transfer_id: t.id,
+        user_id: caller.user_id,
+    };
+    let transfer = state.actors.branch(t.from_branch_id, cmd).await?;
+    Ok(HttpResponse::Ok().json(transfer))
+}
+
+#[utoipa::path(get, path = "/api/v1/transfers/{id}", tag = "transfers", security(("bearer" = [])),
+    params(("id" = String, Path)),
+    responses((status = 200, body = Transfer), (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn get(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<HttpResponse> {
+    caller.require(READERS)?;
+    let t = visible(&state, &caller, &id).await?;
+    Ok(HttpResponse::Ok().json(t))
+}
+
+/// Transfers from or to a branch, newest first, at most 100.
+#[utoipa::path(get, path = "/api/v1/transfers", tag = "transfers", security(("bearer" = [])), params(TransferQuery),
+    responses((status = 200, body = TransferList), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Query(q): Query<TransferQuery>,
+) -> Result<HttpResponse> {
+    caller.require(READERS)?;
+    let filter = transfers::ListFilter {
+        branch_id: caller.branch_filter(q.branch_id)?,
+        from_date: day("from_date", q.from_date.as_deref())?,
+        to_date: day("to_date", q.to_date.as_deref())?,
+    };
+    if let (Some(from), Some(to)) = (filter.from_date, filter.to_date) {
+        if from > to {
+            return Err(Error::validation(
+                "from_date",
+                "`from_date` must not be after `to_date`.",
+            ));
+        }
+    }
+    let client = state.pool.get().await?;
+    let items = transfers::list(&client, &filter).await?;
+    let total = items.len() as i64;
+    Ok(HttpResponse::Ok().json(TransferList { items, total }))
+}

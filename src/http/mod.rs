@@ -13,6 +13,7 @@ pub mod sales;
 pub mod sessions;
 pub mod stockcount;
 pub mod supplier_finance;
+pub mod suppliers;
 pub mod transfers;
 pub mod users;
 pub mod window;
@@ -37,6 +38,7 @@ pub fn configure_api(cfg: &mut web::ServiceConfig) {
     purchases::configure(cfg);
     sales::configure(cfg);
     customers::configure(cfg);
+    suppliers::configure(cfg);
     openapi::configure_api(cfg);
 }
 

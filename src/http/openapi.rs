@@ -27,6 +27,8 @@ use crate::http;
         http::customers::list, http::customers::get, http::customers::create,
         http::customers::update, http::customers::delete, http::customers::ledger,
         http::customers::pay,
+        http::suppliers::list, http::suppliers::get, http::suppliers::create,
+        http::suppliers::update, http::suppliers::delete,
         http::sales::create, http::sales::list, http::sales::get, http::sales::verify_chain,
         http::coupons::create, http::coupons::list,
         http::stockcount::submit,
@@ -49,6 +51,7 @@ use crate::http;
         (name = "medicines", description = "The medicine catalogue"),
         (name = "purchases", description = "Receiving stock"),
         (name = "customers", description = "Customers, credit and payments"),
+        (name = "suppliers", description = "The supplier directory"),
         (name = "sales", description = "Sales and the invoice chain"),
         (name = "operations", description = "Health and metrics"),
     )

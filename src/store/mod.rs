@@ -5,4 +5,5 @@ pub mod branches;
 pub mod customers;
 pub mod medicines;
 pub mod rate_limits;
+pub mod suppliers;
 pub mod users;

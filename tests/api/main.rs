@@ -21,5 +21,6 @@ mod seed;
 mod sessions;
 mod stockcount;
 mod supplier_finance;
+mod suppliers;
 mod transfers;
 mod users;

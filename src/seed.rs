@@ -471,15 +471,14 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
     let mut rng = rand::rngs::StdRng::seed_from_u64(2026);
     let mut suppliers = Vec::new();
     for (name, tin, lead) in DEMO_SUPPLIERS {
-        let id = Uuid::now_v7();
-        let q = Query::insert()
-            .into_table("suppliers")
-            .columns(["id", "name", "tax_number", "lead_time_days"])
-            .values_panic([id.into(), name.into(), tin.into(), lead.into()])
-            .to_owned();
-        db::execute(tx, &q).await?;
-        suppliers.push(id);
+        let fields: crate::store::suppliers::Fields = vec![
+            ("name", name.into()),
+            ("tax_number", tin.into()),
+            ("lead_time_days", lead.into()),
+        ];
+        suppliers.push(crate::store::suppliers::insert(tx, fields).await?.id);
     }
+    let mut customers = Vec::new();
     for (i, (name, phone, limit)) in [
         ("Akello Grace", "+256772000111", 200_000),
         ("Mukasa John", "+256701000222", 500_000),
@@ -488,26 +487,14 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
     .into_iter()
     .enumerate()
     {
-        let q = Query::insert()
-            .into_table("customers")
-            .columns([
-                "id",
-                "name",
-                "phone",
-                "national_id",
-                "is_credit_allowed",
-                "credit_limit",
-            ])
-            .values_panic([
-                Uuid::now_v7().into(),
-                name.into(),
-                phone.into(),
-                format!("CM{:09}", 100 + i).into(),
-                true.into(),
-                Decimal::from(limit).into(),
-            ])
-            .to_owned();
-        db::execute(tx, &q).await?;
+        let fields: crate::store::customers::Fields = vec![
+            ("name", name.into()),
+            ("phone", phone.into()),
+            ("national_id", format!("CM{:09}", 100 + i).into()),
+            ("is_credit_allowed", true.into()),
+            ("credit_limit", Decimal::from(limit).into()),
+        ];
+        customers.push(crate::store::customers::insert(tx, fields).await?.id);
     }
     let today = Utc::now().date_naive();
     let mut catalogue = Vec::new();
@@ -583,7 +570,10 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
                 if lines.is_empty() {
                     continue;
                 }
-                let method = ["cash", "cash", "card", "mobile_money"][rng.gen_range(0..4)];
+                let method =
+                    ["cash", "cash", "card", "mobile_money", "credit"][rng.gen_range(0..5)];
+                let customer_id =
+                    (method == "credit").then(|| customers[rng.gen_range(0..customers.len())]);
                 let at =
                     Utc::now() - Duration::days(day) - Duration::minutes(rng.gen_range(0..600));
                 let sale = NewSale {
@@ -591,7 +581,7 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
                     user_id: user,
                     lines,
                     payment_method: method.to_owned(),
-                    customer_id: None,
+                    customer_id,
                     prescription_id: None,
                     coupon_code: None,
                     device_id: None,
@@ -604,6 +594,25 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
                     Err(e) => return Err(e),
                 }
             }
+        }
+    }
+    // Each credit customer has paid part of what they owe.
+    let (branch, user) = branches[0];
+    for customer_id in customers {
+        let owed = actors::customers::get(tx, customer_id)
+            .await?
+            .map(|c| c.current_balance)
+            .unwrap_or_default();
+        let amount = (owed / Decimal::from(3)).round_dp(0);
+        if amount > Decimal::ZERO {
+            let payment = actors::customers::RecordPayment {
+                customer_id,
+                branch_id: branch,
+                amount,
+                notes: "Part payment".to_owned(),
+                user_id: user,
+            };
+            actors::customers::pay(tx, payment).await?;
         }
     }
     Ok(())

@@ -365,28 +365,36 @@ impl crate::runtime::Command for RecordPayment {
     async fn run(self, pool: crate::db::Pool) -> Result<PaymentReceipt> {
         let mut client = pool.get().await?;
         let tx = client.transaction().await?;
-        let amount = self.amount;
-        let rev = changes::allocate(&tx).await?;
-        let q = Query::update()
-            .table("customers")
-            .value("current_balance", Expr::col("current_balance").sub(amount))
-            .value("rev", rev)
-            .value("updated_at", Utc::now())
-            .and_where(Expr::col("id").eq(self.customer_id))
-            .and_where(Expr::col("is_deleted").eq(false))
-            .and_where(Expr::col("current_balance").gte(amount))
-            .returning(Query::returning().columns(COLUMNS))
-            .to_owned();
-        let updated = if amount > Decimal::ZERO {
-            db::fetch_opt(&tx, &q).await?
-        } else {
-            None
-        };
-        let Some(row) = updated else {
-            let customer = get(&tx, self.customer_id)
-                .await?
-                .ok_or_else(|| Error::not_found("Customer not found"))?;
-            return Err(Error::validation(
+        let receipt = pay(&tx, self).await?;
+        tx.commit().await?;
+        Ok(receipt)
+    }
+}
+
+/// Records a payment in `tx`; the caller commits.
+pub async fn pay<C: GenericClient + Sync>(tx: &C, p: RecordPayment) -> Result<PaymentReceipt> {
+    let amount = p.amount;
+    let rev = changes::allocate(tx).await?;
+    let q = Query::update()
+        .table("customers")
+        .value("current_balance", Expr::col("current_balance").sub(amount))
+        .value("rev", rev)
+        .value("updated_at", Utc::now())
+        .and_where(Expr::col("id").eq(p.customer_id))
+        .and_where(Expr::col("is_deleted").eq(false))
+        .and_where(Expr::col("current_balance").gte(amount))
+        .returning(Query::returning().columns(COLUMNS))
+        .to_owned();
+    let updated = if amount > Decimal::ZERO {
+        db::fetch_opt(tx, &q).await?
+    } else {
+        None
+    };
+    let Some(row) = updated else {
+        let customer = get(tx, p.customer_id)
+            .await?
+            .ok_or_else(|| Error::not_found("Customer not found"))?;
+        return Err(Error::validation(
                 "amount",
                 format!(
                     "A payment must be more than 0 and at most the balance: {} was offered against a balance of {}.",
@@ -394,28 +402,26 @@ impl crate::runtime::Command for RecordPayment {
                     wire::two_places(customer.current_balance)
                 ),
             ));
-        };
-        let customer = Customer::from_row(&row);
-        emit(&tx, rev, &customer, Op::Update).await?;
-        let entry = LedgerEntry {
-            customer_id: customer.id,
-            branch_id: Some(self.branch_id),
-            transaction_type: "PAYMENT",
-            amount,
-            balance_after: customer.current_balance,
-            reference_id: None,
-            notes: self.notes,
-            user_id: self.user_id,
-        };
-        let ledger = append_ledger(&tx, entry).await?;
-        tx.commit().await?;
-        Ok(PaymentReceipt {
-            ledger_id: ledger.id,
-            customer_id: customer.id,
-            amount_paid: amount,
-            previous_balance: customer.current_balance + amount,
-            new_balance: customer.current_balance,
-            paid_at: ledger.created_at,
-        })
-    }
+    };
+    let customer = Customer::from_row(&row);
+    emit(tx, rev, &customer, Op::Update).await?;
+    let entry = LedgerEntry {
+        customer_id: customer.id,
+        branch_id: Some(p.branch_id),
+        transaction_type: "PAYMENT",
+        amount,
+        balance_after: customer.current_balance,
+        reference_id: None,
+        notes: p.notes,
+        user_id: p.user_id,
+    };
+    let ledger = append_ledger(tx, entry).await?;
+    Ok(PaymentReceipt {
+        ledger_id: ledger.id,
+        customer_id: customer.id,
+        amount_paid: amount,
+        previous_balance: customer.current_balance + amount,
+        new_balance: customer.current_balance,
+        paid_at: ledger.created_at,
+    })
 }

@@ -583,19 +583,6 @@ pub async fn create<C: GenericClient + Sync>(tx: &C, sale: &NewSale) -> Result<S
     let vat: Decimal = items.iter().map(|i| i.vat_amount).sum();
     let discount: Decimal = items.iter().map(|i| i.discount).sum();
 
-    for p in &pieces {
-        stock::apply(
-            tx,
-            Movement {
-                batch_id: p.batch_id,
-                delta: -p.quantity,
-                kind: Kind::Sale,
-                reference: Some(("sale", sale_id)),
-                user_id: sale.user_id,
-            },
-        )
-        .await?;
-    }
     if let Some(c) = &coupon {
         coupons::redeem(tx, c).await?;
     }
@@ -616,6 +603,21 @@ pub async fn create<C: GenericClient + Sync>(tx: &C, sale: &NewSale) -> Result<S
         (None, _) => String::new(),
     };
 
+    // Every refusal (coupon used up, credit limit) has happened by now; the
+    // batches were locked above, so taking the stock cannot fail.
+    for p in &pieces {
+        stock::apply(
+            tx,
+            Movement {
+                batch_id: p.batch_id,
+                delta: -p.quantity,
+                kind: Kind::Sale,
+                reference: Some(("sale", sale_id)),
+                user_id: sale.user_id,
+            },
+        )
+        .await?;
+    }
     let counter = bump_counter(tx, sale.branch_id).await?;
     let cash_session_id = count_into_session(tx, sale, total, vat).await?;
     let rev = changes::allocate(tx).await?;

@@ -18,6 +18,7 @@ pub mod sales;
 pub mod sessions;
 pub mod stock;
 pub mod stockcount;
+pub mod supplier_invoices;
 pub mod transfers;
 pub mod wire;
 

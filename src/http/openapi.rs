@@ -35,6 +35,8 @@ use crate::http;
         http::transfers::create, http::transfers::list, http::transfers::get,
         http::transfers::receive, http::transfers::cancel,
         http::supplier_finance::quarantine, http::supplier_finance::reorder_suggestions,
+        http::supplier_finance::create_invoice, http::supplier_finance::list_invoices,
+        http::supplier_finance::pay_invoice,
         http::health::healthz, http::health::readyz, http::health::metrics,
     ),
     components(schemas(actors::error::Problem, actors::Role)),

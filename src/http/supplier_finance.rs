@@ -1,7 +1,9 @@
-//! `/supplier-finance`: batch quarantine and reorder suggestions.
+//! `/supplier-finance`: batch quarantine, reorder suggestions, supplier
+//! invoices and their payments.
 
 use actix_web::{web, HttpResponse};
-use chrono::Utc;
+use chrono::{NaiveDate, Utc};
+use rust_decimal::Decimal;
 use sea_query::{Expr, ExprTrait, LockType, Query};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -13,7 +15,11 @@ use crate::state::AppState;
 use crate::store::audit;
 use actors::changes::{self, Op};
 use actors::error::Problem;
+use actors::input;
 use actors::stock::{self, Batch};
+use actors::supplier_invoices::{
+    self, NewInvoice, PaySupplierInvoice, SupplierInvoice, SupplierPaymentReceipt,
+};
 use actors::{db, Error, Result, Role};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -24,6 +30,15 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .service(
         web::resource("/supplier-finance/reorder-suggestions")
             .route(web::get().to(reorder_suggestions)),
+    )
+    .service(
+        web::resource("/supplier-finance/invoices")
+            .route(web::get().to(list_invoices))
+            .route(web::post().to(create_invoice)),
+    )
+    .service(
+        web::resource("/supplier-finance/invoices/{id}/payments")
+            .route(web::post().to(pay_invoice)),
     );
 }
 
@@ -33,6 +48,8 @@ const STOCK_ROLES: &[Role] = &[
     Role::InventoryManager,
     Role::Pharmacist,
 ];
+/// Who may record supplier invoices and pay them.
+const INVOICE_ROLES: &[Role] = &[Role::Admin, Role::BranchManager, Role::InventoryManager];
 pub const REGULATOR_STATUSES: [&str; 3] = ["quarantined", "active", "recalled"];
 const SUGGESTION_LIMIT: i64 = 100;
 
@@ -213,4 +230,192 @@ pub async fn reorder_suggestions(
         .collect();
     let total = items.len() as i64;
     Ok(HttpResponse::Ok().json(ReorderList { items, total }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct InvoiceRequest {
+    #[schema(value_type = String)]
+    pub supplier_id: Option<Uuid>,
+    /// More than 0; a number or a decimal string.
+    #[schema(value_type = f64, minimum = 0)]
+    pub total_amount: Option<Decimal>,
+    /// Default the caller's branch; only admins may name another.
+    #[schema(value_type = Option<String>)]
+    pub branch_id: Option<Uuid>,
+    pub invoice_no: Option<String>,
+    /// `YYYY-MM-DD`.
+    #[schema(example = "2026-12-31")]
+    pub due_date: Option<String>,
+    pub notes: Option<String>,
+}
+
+/// Records a supplier invoice as `unpaid`.
+#[utoipa::path(post, path = "/api/v1/supplier-finance/invoices", tag = "supplier-finance",
+    security(("bearer" = [])), request_body = InvoiceRequest,
+    responses((status = 201, body = SupplierInvoice), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn create_invoice(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Json(body): Json<InvoiceRequest>,
+) -> Result<HttpResponse> {
+    caller.require(INVOICE_ROLES)?;
+    let supplier_id = body
+        .supplier_id
+        .ok_or_else(|| Error::validation("supplier_id", "The field `supplier_id` is required."))?;
+    let total_amount = body.total_amount.ok_or_else(|| {
+        Error::validation("total_amount", "The field `total_amount` is required.")
+    })?;
+    let total_amount = input::positive_amount("total_amount", total_amount)?;
+    let branch_id = caller.branch_scope(body.branch_id)?;
+    let due_date = match body.due_date.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(d) => Some(NaiveDate::parse_from_str(d, "%Y-%m-%d").map_err(|_| {
+            Error::validation("due_date", "`due_date` must be a date as YYYY-MM-DD.")
+        })?),
+    };
+    let invoice_no = input::text("invoice_no", body.invoice_no.as_deref().unwrap_or(""), 100)?;
+    let notes = input::text("notes", body.notes.as_deref().unwrap_or(""), 1000)?;
+    let client = state.pool.get().await?;
+    if body.branch_id.is_some() {
+        crate::store::branches::get(&client, branch_id)
+            .await?
+            .ok_or_else(|| Error::validation("branch_id", "`branch_id` names no branch."))?;
+    }
+    let new = NewInvoice {
+        supplier_id,
+        branch_id,
+        invoice_no,
+        total_amount,
+        due_date,
+        notes,
+        created_by: caller.user_id,
+    };
+    let invoice = supplier_invoices::insert(&client, new)
+        .await?
+        .ok_or_else(|| Error::validation("supplier_id", "`supplier_id` names no supplier."))?;
+    Ok(HttpResponse::Created().json(invoice))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct InvoiceQuery {
+    /// Only this supplier's invoices.
+    pub supplier_id: Option<Uuid>,
+    /// Admins only: one branch (default: the whole chain). Others see their own branch.
+    pub branch_id: Option<Uuid>,
+    /// `unpaid`, `partial` or `paid`.
+    pub status: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InvoiceList {
+    /// Newest first, at most 50.
+    pub items: Vec<SupplierInvoice>,
+    /// Rows returned.
+    pub total: i64,
+}
+
+/// Supplier invoices, newest first, at most 50.
+#[utoipa::path(get, path = "/api/v1/supplier-finance/invoices", tag = "supplier-finance",
+    security(("bearer" = [])), params(InvoiceQuery),
+    responses((status = 200, body = InvoiceList), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn list_invoices(
+    state: web::Data<AppState>,
+    caller: Caller,
+    QueryParams(q): QueryParams<InvoiceQuery>,
+) -> Result<HttpResponse> {
+    caller.require(INVOICE_ROLES)?;
+    let branch_id = caller.branch_filter(q.branch_id)?;
+    let status = match q.status.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(s) => {
+            let s = s.to_lowercase();
+            if !supplier_invoices::STATUSES.contains(&s.as_str()) {
+                return Err(Error::validation(
+                    "status",
+                    "`status` must be `unpaid`, `partial` or `paid`.",
+                ));
+            }
+            Some(s)
+        }
+    };
+    let client = state.pool.get().await?;
+    let filter = supplier_invoices::ListFilter {
+        branch_id,
+        supplier_id: q.supplier_id,
+        status,
+    };
+    let items = supplier_invoices::list(&client, filter).await?;
+    let total = items.len() as i64;
+    Ok(HttpResponse::Ok().json(InvoiceList { items, total }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SupplierPaymentRequest {
+    /// More than 0 and at most the outstanding balance; a number or a decimal string.
+    #[schema(value_type = f64)]
+    pub amount: Option<Decimal>,
+    /// `cash` (default), `bank_transfer`, `mobile_money`, `cheque` or `card`.
+    pub method: Option<String>,
+    pub reference: Option<String>,
+}
+
+/// Pays (part of) a supplier invoice: `unpaid` → `partial` → `paid`.
+#[utoipa::path(post, path = "/api/v1/supplier-finance/invoices/{id}/payments", tag = "supplier-finance",
+    security(("bearer" = [])), params(("id" = String, Path, description = "Supplier invoice id")),
+    request_body = SupplierPaymentRequest,
+    responses((status = 201, body = SupplierPaymentReceipt), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 503, body = Problem, content_type = "application/problem+json")))]
+pub async fn pay_invoice(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+    Json(body): Json<SupplierPaymentRequest>,
+) -> Result<HttpResponse> {
+    caller.require(INVOICE_ROLES)?;
+    let invoice_id = path_id(&id, "Supplier invoice")?;
+    let amount = body
+        .amount
+        .ok_or_else(|| Error::validation("amount", "The field `amount` is required."))?;
+    let amount = input::positive_amount("amount", amount)?;
+    let method = match body.method.as_deref().map(str::trim) {
+        None | Some("") => "cash".to_owned(),
+        Some(m) => {
+            let m = m.to_lowercase();
+            if !supplier_invoices::METHODS.contains(&m.as_str()) {
+                return Err(Error::validation(
+                    "method",
+                    "`method` must be `cash`, `bank_transfer`, `mobile_money`, `cheque` or `card`.",
+                ));
+            }
+            m
+        }
+    };
+    let reference = input::text("reference", body.reference.as_deref().unwrap_or(""), 200)?;
+    let not_found = || Error::not_found("Supplier invoice not found");
+    // Other branches' invoices read as missing to a non-admin.
+    let invoice = {
+        let client = state.pool.get().await?;
+        supplier_invoices::get(&client, invoice_id)
+            .await?
+            .filter(|i| caller.can_see_branch(i.branch_id))
+            .ok_or_else(not_found)?
+    };
+    let payment = PaySupplierInvoice {
+        invoice_id,
+        amount,
+        method,
+        reference,
+        user_id: caller.user_id,
+    };
+    let receipt = state.actors.branch(invoice.branch_id, payment).await?;
+    Ok(HttpResponse::Created().json(receipt))
 }

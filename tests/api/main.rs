@@ -21,6 +21,7 @@ mod seed;
 mod sessions;
 mod stockcount;
 mod supplier_finance;
+mod supplier_invoices;
 mod suppliers;
 mod transfers;
 mod users;

@@ -179,6 +179,7 @@ pub async fn seed_demo(pool: &Pool) -> Result<bool> {
     }
     seed_catalogue_and_sales(&tx, &sellers).await?;
     tx.commit().await?;
+    seed_supplier_invoices(pool, sellers[0]).await?;
     Ok(true)
 }
 
@@ -613,6 +614,58 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
                 user_id: user,
             };
             actors::customers::pay(tx, payment).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Supplier invoices at the first branch in every status: unpaid, partly
+/// paid and paid, paid through the same command as the API.
+async fn seed_supplier_invoices(pool: &Pool, (branch_id, user_id): (Uuid, Uuid)) -> Result<()> {
+    use actors::supplier_invoices::{self, NewInvoice, PaySupplierInvoice};
+    use actors::Command;
+    use rust_decimal::Decimal;
+
+    let client = pool.get().await?;
+    let q = Query::select()
+        .column("id")
+        .from("suppliers")
+        .order_by("name", sea_query::Order::Asc)
+        .to_owned();
+    let suppliers: Vec<Uuid> = db::fetch_all(&client, &q)
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    for (n, supplier_id) in suppliers.into_iter().enumerate() {
+        for (k, paid_share) in [0, 40, 100].into_iter().enumerate() {
+            let total = Decimal::from(500_000 + 250_000 * (n as i64 + k as i64));
+            let invoice = supplier_invoices::insert(
+                &client,
+                NewInvoice {
+                    supplier_id,
+                    branch_id,
+                    invoice_no: format!("INV-{}{:03}", n + 1, k + 1),
+                    total_amount: total,
+                    due_date: Some(chrono::Utc::now().date_naive() + chrono::Duration::days(30)),
+                    notes: String::new(),
+                    created_by: user_id,
+                },
+            )
+            .await?;
+            let Some(invoice) = invoice else { continue };
+            let amount = total * Decimal::from(paid_share) / Decimal::ONE_HUNDRED;
+            if amount > Decimal::ZERO {
+                PaySupplierInvoice {
+                    invoice_id: invoice.id,
+                    amount,
+                    method: "bank_transfer".to_owned(),
+                    reference: format!("TRF-{}{:03}", n + 1, k + 1),
+                    user_id,
+                }
+                .run(pool.clone())
+                .await?;
+            }
         }
     }
     Ok(())

@@ -26,6 +26,21 @@ async fn the_demo_chain_has_a_catalogue_stock_and_a_month_of_sales() {
         count("SELECT count(DISTINCT created_at::date) FROM sales").await >= 28,
         "a month of sales"
     );
+    for status in ["unpaid", "partial", "paid"] {
+        let n: i64 = client
+            .query_one(
+                "SELECT count(*) FROM supplier_invoices WHERE status = $1",
+                &[&status],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert!(n > 0, "no {status} supplier invoice");
+    }
+    assert!(
+        count("SELECT count(*) FROM customer_ledger WHERE transaction_type = 'PAYMENT'").await > 0
+    );
+    assert!(count("SELECT count(*) FROM customers WHERE current_balance > 0").await > 0);
     app.assert_invariants().await;
     let (_, login) = app
         .login(

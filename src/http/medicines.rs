@@ -89,12 +89,6 @@ pub struct MedicinePage {
     pub page_size: i64,
 }
 
-/// Whose stock a read shows: a branch caller's own branch; an admin the
-/// branch it names, or the whole chain.
-fn stock_scope(caller: &Caller, requested: Option<Uuid>) -> Result<Option<Uuid>> {
-    caller.branch_filter(requested)
-}
-
 #[utoipa::path(get, path = "/api/v1/medicines", tag = "medicines", security(("bearer" = [])),
     params(MedicineQuery, PageParams),
     responses((status = 200, body = MedicinePage), (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -110,7 +104,7 @@ pub async fn list(
     let filter = medicines::ListFilter {
         search: q.search,
         category: q.category,
-        branch_id: stock_scope(&caller, q.branch_id)?,
+        branch_id: caller.branch_filter(q.branch_id)?,
     };
     let client = state.pool.get().await?;
     let (items, total) = medicines::list(&client, &filter, page).await?;
@@ -131,7 +125,9 @@ pub async fn get(
     Query(q): Query<MedicineQuery>,
 ) -> Result<HttpResponse> {
     let id = path_id(&id, "Medicine")?;
-    let scope = stock_scope(&caller, q.branch_id)?;
+    // Whose stock the read shows: a branch caller's own branch; an admin the
+    // branch it names, or the whole chain.
+    let scope = caller.branch_filter(q.branch_id)?;
     let client = state.pool.get().await?;
     let medicine = medicines::get(&client, id, scope)
         .await?

@@ -51,19 +51,8 @@ pub async fn open(
     Json(body): Json<OpenRequest>,
 ) -> Result<HttpResponse> {
     let branch_id = caller.branch_scope(body.branch_id)?;
-    let opening_float = body.opening_float.unwrap_or_default();
-    if opening_float.is_sign_negative() {
-        return Err(Error::validation(
-            "opening_float",
-            "`opening_float` must not be negative.",
-        ));
-    }
-    if opening_float.scale() > 2 || opening_float >= Decimal::from(1_000_000_000_000i64) {
-        return Err(Error::validation(
-            "opening_float",
-            "`opening_float` must be an amount with at most 2 decimals.",
-        ));
-    }
+    let opening_float =
+        actors::input::amount("opening_float", body.opening_float.unwrap_or_default())?;
     if body.branch_id.is_some() {
         let client = state.pool.get().await?;
         crate::store::branches::get(&client, branch_id)

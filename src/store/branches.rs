@@ -8,6 +8,8 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use actors::changes::{self, Change, Op};
+
+use crate::store::synced;
 use actors::{db, wire, Result};
 
 /// The snapshot Branch shape (flags as 0/1), plus `currency_code` and `rev`.
@@ -155,22 +157,10 @@ pub async fn insert<C: GenericClient + Sync>(
     org_id: Uuid,
     f: BranchFields,
 ) -> Result<Branch> {
-    let id = Uuid::now_v7();
-    let rev = changes::allocate(tx).await?;
-    let mut pairs = f.pairs();
-    pairs.extend([
-        ("id", id.into()),
-        ("org_id", org_id.into()),
-        ("rev", rev.into()),
-    ]);
-    let (cols, vals): (Vec<_>, Vec<_>) = pairs.into_iter().unzip();
-    let q = Query::insert()
-        .into_table("branches")
-        .columns(cols)
-        .values_panic(vals.into_iter().map(Into::into))
-        .returning(Query::returning().columns(COLUMNS))
-        .to_owned();
-    let branch = Branch::from_row(&db::fetch_one(tx, &q).await?);
+    let mut fields = f.pairs();
+    fields.push(("org_id", org_id.into()));
+    let (row, rev) = synced::insert(tx, "branches", &COLUMNS, fields).await?;
+    let branch = Branch::from_row(&row);
     actors::sales::ensure_counter(tx, branch.id).await?;
     emit(tx, rev, &branch, Op::Create).await?;
     Ok(branch)
@@ -193,20 +183,10 @@ pub async fn soft_delete<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Op
 async fn set<C: GenericClient + Sync>(
     tx: &C,
     id: Uuid,
-    mut pairs: Vec<(&'static str, sea_query::Value)>,
+    pairs: synced::Fields,
     op: Op,
 ) -> Result<Option<Branch>> {
-    let rev = changes::allocate(tx).await?;
-    pairs.push(("rev", rev.into()));
-    pairs.push(("updated_at", Utc::now().into()));
-    let q = Query::update()
-        .table("branches")
-        .values(pairs.into_iter().map(|(c, v)| (c, Expr::val(v))))
-        .and_where(Expr::col("id").eq(id))
-        .and_where(Expr::col("is_deleted").eq(false))
-        .returning(Query::returning().columns(COLUMNS))
-        .to_owned();
-    let Some(row) = db::fetch_opt(tx, &q).await? else {
+    let Some((row, rev)) = synced::update(tx, "branches", &COLUMNS, id, pairs).await? else {
         return Ok(None);
     };
     let branch = Branch::from_row(&row);

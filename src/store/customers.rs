@@ -1,17 +1,17 @@
 //! Customers (organisation-wide) and their ledger: reads and plain writes.
 //! Balance changes live in `actors::customers` (payments, credit sales).
 
-use chrono::Utc;
 use deadpool_postgres::GenericClient;
 use sea_query::extension::postgres::PgExpr;
 use sea_query::{Cond, Expr, ExprTrait, Order, Query};
 use uuid::Uuid;
 
-use actors::changes::{self, Op};
+use actors::changes::Op;
 use actors::customers::{self, Customer, LedgerRow, COLUMNS};
 use actors::{db, Result};
 
 use crate::http::extract::Page;
+use crate::store::synced;
 use crate::store::users::escape_like;
 
 pub use actors::customers::get;
@@ -53,20 +53,11 @@ pub async fn list<C: GenericClient + Sync>(
     Ok((items, total))
 }
 
-/// Column values of a customer write, already validated.
-pub type Fields = Vec<(&'static str, sea_query::Value)>;
+pub use crate::store::synced::Fields;
 
-pub async fn insert<C: GenericClient + Sync>(tx: &C, mut fields: Fields) -> Result<Customer> {
-    let rev = changes::allocate(tx).await?;
-    fields.extend([("id", Uuid::now_v7().into()), ("rev", rev.into())]);
-    let (cols, vals): (Vec<_>, Vec<_>) = fields.into_iter().unzip();
-    let q = Query::insert()
-        .into_table("customers")
-        .columns(cols)
-        .values_panic(vals.into_iter().map(Into::into))
-        .returning(Query::returning().columns(COLUMNS))
-        .to_owned();
-    let customer = Customer::from_row(&db::fetch_one(tx, &q).await?);
+pub async fn insert<C: GenericClient + Sync>(tx: &C, fields: Fields) -> Result<Customer> {
+    let (row, rev) = synced::insert(tx, "customers", &COLUMNS, fields).await?;
+    let customer = Customer::from_row(&row);
     customers::emit(tx, rev, &customer, Op::Create).await?;
     Ok(customer)
 }
@@ -75,19 +66,10 @@ pub async fn insert<C: GenericClient + Sync>(tx: &C, mut fields: Fields) -> Resu
 pub async fn update<C: GenericClient + Sync>(
     tx: &C,
     id: Uuid,
-    mut fields: Fields,
+    fields: Fields,
     op: Op,
 ) -> Result<Option<Customer>> {
-    let rev = changes::allocate(tx).await?;
-    fields.extend([("rev", rev.into()), ("updated_at", Utc::now().into())]);
-    let q = Query::update()
-        .table("customers")
-        .values(fields.into_iter().map(|(c, v)| (c, Expr::val(v))))
-        .and_where(Expr::col("id").eq(id))
-        .and_where(Expr::col("is_deleted").eq(false))
-        .returning(Query::returning().columns(COLUMNS))
-        .to_owned();
-    let Some(row) = db::fetch_opt(tx, &q).await? else {
+    let Some((row, rev)) = synced::update(tx, "customers", &COLUMNS, id, fields).await? else {
         return Ok(None);
     };
     let customer = Customer::from_row(&row);

@@ -16,6 +16,7 @@ use actors::changes::{self, Change, Op};
 use actors::{db, wire, Error, Result};
 
 use crate::http::extract::Page;
+use crate::store::synced;
 use crate::store::users::escape_like;
 
 /// A catalogue row.
@@ -415,18 +416,9 @@ impl Fields {
 }
 
 pub async fn insert<C: GenericClient + Sync>(tx: &C, fields: Fields) -> Result<Medicine> {
-    let id = Uuid::now_v7();
-    let rev = changes::allocate(tx).await?;
-    let mut pairs = fields.0;
-    pairs.extend([("id", id.into()), ("rev", rev.into())]);
-    let (cols, vals): (Vec<_>, Vec<_>) = pairs.into_iter().unzip();
-    let q = Query::insert()
-        .into_table("medicines")
-        .columns(cols)
-        .values_panic(vals.into_iter().map(Into::into))
-        .returning(Query::returning().columns(COLUMNS))
-        .to_owned();
-    let row = db::fetch_one(tx, &q).await.map_err(duplicate_barcode)?;
+    let (row, rev) = synced::insert(tx, "medicines", &COLUMNS, fields.0)
+        .await
+        .map_err(duplicate_barcode)?;
     let medicine = Medicine::from_row(&row);
     emit(tx, rev, &medicine, Op::Create).await?;
     Ok(medicine)
@@ -439,18 +431,10 @@ pub async fn update<C: GenericClient + Sync>(
     fields: Fields,
     op: Op,
 ) -> Result<Option<Medicine>> {
-    let rev = changes::allocate(tx).await?;
-    let mut pairs = fields.0;
-    pairs.push(("rev", rev.into()));
-    pairs.push(("updated_at", Utc::now().into()));
-    let q = Query::update()
-        .table("medicines")
-        .values(pairs.into_iter().map(|(c, v)| (c, Expr::val(v))))
-        .and_where(Expr::col("id").eq(id))
-        .and_where(Expr::col("is_deleted").eq(false))
-        .returning(Query::returning().columns(COLUMNS))
-        .to_owned();
-    let Some(row) = db::fetch_opt(tx, &q).await.map_err(duplicate_barcode)? else {
+    let updated = synced::update(tx, "medicines", &COLUMNS, id, fields.0)
+        .await
+        .map_err(duplicate_barcode)?;
+    let Some((row, rev)) = updated else {
         return Ok(None);
     };
     let mut medicine = Medicine::from_row(&row);

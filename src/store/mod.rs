@@ -6,4 +6,5 @@ pub mod customers;
 pub mod medicines;
 pub mod rate_limits;
 pub mod suppliers;
+pub mod synced;
 pub mod users;

@@ -14,6 +14,7 @@ use actors::changes::{self, Change, Op};
 use actors::{db, wire, Error, Result};
 
 use crate::http::extract::Page;
+use crate::store::synced;
 use crate::store::users::escape_like;
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -157,19 +158,11 @@ pub async fn list<C: GenericClient + Sync>(
     Ok((items, total))
 }
 
-pub type Fields = Vec<(&'static str, sea_query::Value)>;
+pub use crate::store::synced::Fields;
 
-pub async fn insert<C: GenericClient + Sync>(tx: &C, mut fields: Fields) -> Result<Supplier> {
-    let rev = changes::allocate(tx).await?;
-    fields.extend([("id", Uuid::now_v7().into()), ("rev", rev.into())]);
-    let (cols, vals): (Vec<_>, Vec<_>) = fields.into_iter().unzip();
-    let q = Query::insert()
-        .into_table("suppliers")
-        .columns(cols)
-        .values_panic(vals.into_iter().map(Into::into))
-        .returning(Query::returning().columns(COLUMNS))
-        .to_owned();
-    let supplier = Supplier::from_row(&db::fetch_one(tx, &q).await?);
+pub async fn insert<C: GenericClient + Sync>(tx: &C, fields: Fields) -> Result<Supplier> {
+    let (row, rev) = synced::insert(tx, "suppliers", &COLUMNS, fields).await?;
+    let supplier = Supplier::from_row(&row);
     emit(tx, rev, &supplier, Op::Create).await?;
     Ok(supplier)
 }
@@ -178,19 +171,10 @@ pub async fn insert<C: GenericClient + Sync>(tx: &C, mut fields: Fields) -> Resu
 pub async fn update<C: GenericClient + Sync>(
     tx: &C,
     id: Uuid,
-    mut fields: Fields,
+    fields: Fields,
     op: Op,
 ) -> Result<Option<Supplier>> {
-    let rev = changes::allocate(tx).await?;
-    fields.extend([("rev", rev.into()), ("updated_at", Utc::now().into())]);
-    let q = Query::update()
-        .table("suppliers")
-        .values(fields.into_iter().map(|(c, v)| (c, Expr::val(v))))
-        .and_where(Expr::col("id").eq(id))
-        .and_where(Expr::col("is_deleted").eq(false))
-        .returning(Query::returning().columns(COLUMNS))
-        .to_owned();
-    let Some(row) = db::fetch_opt(tx, &q).await? else {
+    let Some((row, rev)) = synced::update(tx, "suppliers", &COLUMNS, id, fields).await? else {
         return Ok(None);
     };
     let supplier = Supplier::from_row(&row);

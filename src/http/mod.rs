@@ -14,6 +14,7 @@ pub mod sessions;
 pub mod stockcount;
 pub mod supplier_finance;
 pub mod suppliers;
+pub mod sync;
 pub mod transfers;
 pub mod users;
 pub mod window;
@@ -39,6 +40,7 @@ pub fn configure_api(cfg: &mut web::ServiceConfig) {
     sales::configure(cfg);
     customers::configure(cfg);
     suppliers::configure(cfg);
+    sync::configure(cfg);
     openapi::configure_api(cfg);
 }
 

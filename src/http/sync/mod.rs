@@ -1,0 +1,14 @@
+//! `/sync`: what tills pull (snapshot, change feed), what they push, and the
+//! conflicts a push can leave for head office to resolve.
+
+pub mod conflicts;
+pub mod pull;
+pub mod push;
+
+use actix_web::web;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    pull::configure(cfg);
+    push::configure(cfg);
+    conflicts::configure(cfg);
+}

@@ -1,0 +1,3 @@
+use actix_web::web;
+
+pub fn configure(_cfg: &mut web::ServiceConfig) {}

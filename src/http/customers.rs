@@ -10,20 +10,11 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
-use crate::store::customers::{self, Fields};
-use actors::changes::Op;
+use crate::store::customers::{self, CustomerWrite, WRITERS};
 use actors::customers::{CustomerView, LedgerRow, PaymentReceipt, RecordPayment};
 use actors::error::Problem;
-use actors::input::{self, Flag};
-use actors::{Error, Result, Role};
-
-/// Who may write customers and take payments.
-const WRITERS: &[Role] = &[
-    Role::Admin,
-    Role::BranchManager,
-    Role::Pharmacist,
-    Role::Cashier,
-];
+use actors::input;
+use actors::{Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -39,46 +30,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     )
     .service(web::resource("/customers/{id}/ledger").route(web::get().to(ledger)))
     .service(web::resource("/customers/{id}/payments").route(web::post().to(pay)));
-}
-
-/// Create (`name` required) or update (only the fields to change) body.
-#[derive(Debug, Default, Deserialize, ToSchema)]
-pub struct CustomerWrite {
-    pub name: Option<String>,
-    pub phone: Option<String>,
-    pub national_id: Option<String>,
-    pub notes: Option<String>,
-    pub image_url: Option<String>,
-    /// At least 0 (default 0).
-    #[schema(value_type = Option<f64>, minimum = 0)]
-    pub credit_limit: Option<Decimal>,
-    /// Default false.
-    #[schema(value_type = Option<bool>)]
-    pub is_credit_allowed: Option<Flag>,
-}
-
-fn fields(body: CustomerWrite) -> Result<Fields> {
-    let mut f: Fields = Vec::new();
-    if let Some(v) = body.name {
-        f.push(("name", input::required_text("name", &v, 200)?.into()));
-    }
-    for (col, v) in [
-        ("phone", body.phone),
-        ("national_id", body.national_id),
-        ("notes", body.notes),
-        ("image_url", body.image_url),
-    ] {
-        if let Some(v) = v {
-            f.push((col, input::text(col, &v, 1000)?.into()));
-        }
-    }
-    if let Some(v) = body.credit_limit {
-        f.push(("credit_limit", input::amount("credit_limit", v)?.into()));
-    }
-    if let Some(Flag(v)) = body.is_credit_allowed {
-        f.push(("is_credit_allowed", v.into()));
-    }
-    Ok(f)
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -141,13 +92,9 @@ pub async fn create(
     Json(body): Json<CustomerWrite>,
 ) -> Result<HttpResponse> {
     caller.require(WRITERS)?;
-    if body.name.is_none() {
-        return Err(Error::validation("name", "The field `name` is required."));
-    }
-    let fields = fields(body)?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
-    let customer = customers::insert(&tx, fields).await?;
+    let customer = customers::create(&tx, body, None).await?;
     tx.commit().await?;
     Ok(HttpResponse::Created().json(customer.view()))
 }
@@ -166,15 +113,9 @@ pub async fn update(
 ) -> Result<HttpResponse> {
     caller.require(WRITERS)?;
     let id = path_id(&id, "Customer")?;
-    let fields = fields(body)?;
-    if fields.is_empty() {
-        return Err(Error::bad_request("No fields to update"));
-    }
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
-    let customer = customers::update(&tx, id, fields, Op::Update)
-        .await?
-        .ok_or_else(|| Error::not_found("Customer not found"))?;
+    let customer = customers::edit(&tx, id, body).await?;
     tx.commit().await?;
     Ok(HttpResponse::Ok().json(customer.view()))
 }
@@ -195,17 +136,7 @@ pub async fn delete(
     let id = path_id(&id, "Customer")?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
-    let fields: Fields = vec![("is_deleted", true.into())];
-    let customer = customers::update(&tx, id, fields, Op::Delete)
-        .await?
-        .ok_or_else(|| Error::not_found("Customer not found"))?;
-    if customer.current_balance > Decimal::ZERO {
-        return Err(Error::conflict(format!(
-            "{} still owes {}; record the payment before deleting.",
-            customer.name,
-            actors::wire::two_places(customer.current_balance)
-        )));
-    }
+    customers::remove(&tx, id).await?;
     tx.commit().await?;
     Ok(HttpResponse::NoContent().finish())
 }

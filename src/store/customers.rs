@@ -8,7 +8,11 @@ use uuid::Uuid;
 
 use actors::changes::Op;
 use actors::customers::{self, Customer, LedgerRow, COLUMNS};
-use actors::{db, Result};
+use actors::input::{self, Flag};
+use actors::{db, Error, Result, Role};
+use rust_decimal::Decimal;
+use serde::Deserialize;
+use utoipa::ToSchema;
 
 use crate::http::extract::Page;
 use crate::store::synced;
@@ -54,6 +58,102 @@ pub async fn list<C: GenericClient + Sync>(
 }
 
 pub use crate::store::synced::Fields;
+
+/// Who may write customers and take payments.
+pub const WRITERS: &[Role] = &[
+    Role::Admin,
+    Role::BranchManager,
+    Role::Pharmacist,
+    Role::Cashier,
+];
+
+/// Create (`name` required) or update (only the fields to change) body.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct CustomerWrite {
+    pub name: Option<String>,
+    pub phone: Option<String>,
+    pub national_id: Option<String>,
+    pub notes: Option<String>,
+    pub image_url: Option<String>,
+    /// At least 0 (default 0).
+    #[schema(value_type = Option<f64>, minimum = 0)]
+    pub credit_limit: Option<Decimal>,
+    /// Default false.
+    #[schema(value_type = Option<bool>)]
+    pub is_credit_allowed: Option<Flag>,
+}
+
+pub fn fields(body: CustomerWrite) -> Result<Fields> {
+    let mut f: Fields = Vec::new();
+    if let Some(v) = body.name {
+        f.push(("name", input::required_text("name", &v, 200)?.into()));
+    }
+    for (col, v) in [
+        ("phone", body.phone),
+        ("national_id", body.national_id),
+        ("notes", body.notes),
+        ("image_url", body.image_url),
+    ] {
+        if let Some(v) = v {
+            f.push((col, input::text(col, &v, 1000)?.into()));
+        }
+    }
+    if let Some(v) = body.credit_limit {
+        f.push(("credit_limit", input::amount("credit_limit", v)?.into()));
+    }
+    if let Some(Flag(v)) = body.is_credit_allowed {
+        f.push(("is_credit_allowed", v.into()));
+    }
+    Ok(f)
+}
+
+/// Creates a customer (`name` required); `id` when the client chose it (a
+/// till that created the customer offline).
+pub async fn create<C: GenericClient + Sync>(
+    tx: &C,
+    body: CustomerWrite,
+    id: Option<Uuid>,
+) -> Result<Customer> {
+    if body.name.is_none() {
+        return Err(Error::validation("name", "The field `name` is required."));
+    }
+    let mut fields = fields(body)?;
+    if let Some(id) = id {
+        fields.push(("id", id.into()));
+    }
+    insert(tx, fields).await
+}
+
+/// Applies the fields present in `body` to a live customer.
+pub async fn edit<C: GenericClient + Sync>(
+    tx: &C,
+    id: Uuid,
+    body: CustomerWrite,
+) -> Result<Customer> {
+    let fields = fields(body)?;
+    if fields.is_empty() {
+        return Err(Error::bad_request("No fields to update"));
+    }
+    update(tx, id, fields, Op::Update)
+        .await?
+        .ok_or_else(|| Error::not_found("Customer not found"))
+}
+
+/// Soft-deletes a customer who owes nothing (409 while a balance is owed).
+pub async fn remove<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Customer> {
+    let fields: Fields = vec![("is_deleted", true.into())];
+    let customer = update(tx, id, fields, Op::Delete)
+        .await?
+        .ok_or_else(|| Error::not_found("Customer not found"))?;
+    if customer.current_balance > Decimal::ZERO {
+        return Err(Error::conflict(format!(
+            "{} still owes {}; record the payment before deleting.",
+            customer.name,
+            actors::wire::two_places(customer.current_balance)
+        )));
+    }
+    Ok(customer)
+}
 
 pub async fn insert<C: GenericClient + Sync>(tx: &C, fields: Fields) -> Result<Customer> {
     let (row, rev) = synced::insert(tx, "customers", &COLUMNS, fields).await?;

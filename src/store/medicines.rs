@@ -8,16 +8,17 @@ use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
 use sea_query::extension::postgres::PgExpr;
 use sea_query::{Cond, Expr, ExprTrait, Order, Query, SelectStatement};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
 use actors::changes::{self, Change, Op};
-use actors::{db, wire, Error, Result};
+use actors::input::{self, Flag};
+use actors::{db, wire, Error, Result, Role};
 
 use crate::http::extract::Page;
-use crate::store::synced;
 use crate::store::users::escape_like;
+use crate::store::{audit, synced};
 
 /// A catalogue row.
 #[derive(Debug, Clone)]
@@ -400,6 +401,220 @@ pub async fn ensure_category<C: GenericClient + Sync>(tx: &C, text: &str) -> Res
         changes::append(tx, rev, change).await?;
     }
     Ok(slug)
+}
+
+/// Who may write the catalogue.
+pub const WRITERS: &[Role] = &[Role::Admin, Role::InventoryManager, Role::BranchManager];
+pub const VAT_CATEGORIES: [&str; 3] = ["standard", "zero", "exempt"];
+
+/// Body of a create (`name` and `selling_price` required) or an update
+/// (only the fields to change). Money as a number or a decimal string,
+/// flags as booleans or 0/1.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+pub struct MedicineWrite {
+    pub name: Option<String>,
+    pub generic_name: Option<String>,
+    pub barcode: Option<String>,
+    /// A category slug or name; unknown ones are added.
+    pub category: Option<String>,
+    pub form: Option<String>,
+    pub strength: Option<String>,
+    pub unit: Option<String>,
+    #[schema(value_type = Option<f64>, minimum = 0)]
+    pub selling_price: Option<Decimal>,
+    /// 0 or null: no ceiling.
+    #[schema(value_type = Option<f64>, minimum = 0)]
+    pub max_public_price: Option<Decimal>,
+    /// Defaults to the settings' `default_low_stock_threshold`.
+    #[schema(value_type = Option<i64>, minimum = 0)]
+    pub low_stock_threshold: Option<Decimal>,
+    #[schema(value_type = Option<bool>)]
+    pub requires_prescription: Option<Flag>,
+    #[schema(value_type = Option<bool>)]
+    pub is_controlled: Option<Flag>,
+    pub control_schedule: Option<String>,
+    /// `standard` (default), `zero` or `exempt`.
+    pub vat_category: Option<String>,
+    #[schema(value_type = Option<bool>)]
+    pub requires_cold_chain: Option<Flag>,
+    pub regulator_registration_no: Option<String>,
+    pub image_key: Option<String>,
+    pub image_url: Option<String>,
+    #[schema(value_type = Option<bool>)]
+    pub is_active: Option<Flag>,
+}
+
+/// Creates a medicine (`name` and `selling_price` required); `id` when the
+/// client chose it. Its stock starts at 0.
+pub async fn create<C: GenericClient + Sync>(
+    tx: &C,
+    body: MedicineWrite,
+    id: Option<Uuid>,
+) -> Result<Medicine> {
+    let name = body
+        .name
+        .as_deref()
+        .ok_or_else(|| Error::validation("name", "The field `name` is required."))?;
+    input::required_text("name", name, 200)?;
+    let price = body.selling_price.ok_or_else(|| {
+        Error::validation("selling_price", "The field `selling_price` is required.")
+    })?;
+    check_ceiling(price, body.max_public_price.unwrap_or_default())?;
+    let threshold_given = body.low_stock_threshold.is_some();
+    let mut fields = fields(tx, body).await?;
+    if !threshold_given {
+        fields.set("low_stock_threshold", default_threshold(tx).await?);
+    }
+    if let Some(id) = id {
+        fields.set("id", id);
+    }
+    let mut medicine = insert(tx, fields).await?;
+    medicine.stock_quantity = 0;
+    Ok(medicine)
+}
+
+/// Applies the fields present in `body` to a live medicine. A price change
+/// goes to the audit log.
+pub async fn edit<C: GenericClient + Sync>(
+    tx: &C,
+    id: Uuid,
+    body: MedicineWrite,
+    actor: Uuid,
+) -> Result<Medicine> {
+    let current = current(tx, id)
+        .await?
+        .ok_or_else(|| Error::not_found("Medicine not found"))?;
+    check_ceiling(
+        body.selling_price.unwrap_or(current.selling_price),
+        body.max_public_price.unwrap_or(current.max_public_price),
+    )?;
+    let fields = fields(tx, body).await?;
+    if fields.is_empty() {
+        return Err(Error::bad_request("No fields to update"));
+    }
+    let medicine = update(tx, id, fields, Op::Update)
+        .await?
+        .ok_or_else(|| Error::not_found("Medicine not found"))?;
+    audit_price_change(tx, &current, &medicine, actor).await?;
+    Ok(medicine)
+}
+
+/// Soft-deletes (and deactivates) a live medicine.
+pub async fn remove<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Medicine> {
+    let mut fields = Fields::default();
+    fields.set("is_deleted", true);
+    fields.set("is_active", false);
+    update(tx, id, fields, Op::Delete)
+        .await?
+        .ok_or_else(|| Error::not_found("Medicine not found"))
+}
+
+async fn audit_price_change<C: GenericClient + Sync>(
+    tx: &C,
+    before: &Medicine,
+    after: &Medicine,
+    actor: Uuid,
+) -> Result<()> {
+    if before.selling_price == after.selling_price
+        && before.max_public_price == after.max_public_price
+    {
+        return Ok(());
+    }
+    let prices = |m: &Medicine| {
+        serde_json::json!({
+            "selling_price": wire::two_places(m.selling_price),
+            "max_public_price": wire::two_places(m.max_public_price),
+        })
+    };
+    audit::write(
+        tx,
+        audit::Entry {
+            actor_id: Some(actor),
+            action: "price_change",
+            entity_type: "medicine",
+            entity_id: after.id.to_string(),
+            before: Some(prices(before)),
+            after: Some(prices(after)),
+        },
+    )
+    .await
+}
+
+/// A selling price above a filed ceiling is refused.
+fn check_ceiling(price: Decimal, ceiling: Decimal) -> Result<()> {
+    if ceiling > Decimal::ZERO && price > ceiling {
+        return Err(Error::validation(
+            "selling_price",
+            format!("The selling price {price} is above the maximum public price {ceiling}."),
+        ));
+    }
+    Ok(())
+}
+
+/// Validates the fields present in `body` into column values.
+async fn fields<C: GenericClient + Sync>(tx: &C, body: MedicineWrite) -> Result<Fields> {
+    let mut f = Fields::default();
+    if let Some(v) = body.name {
+        f.set("name", input::required_text("name", &v, 200)?);
+    }
+    let texts = [
+        ("generic_name", body.generic_name),
+        ("barcode", body.barcode),
+        ("form", body.form),
+        ("strength", body.strength),
+        ("unit", body.unit),
+        ("control_schedule", body.control_schedule),
+        ("regulator_registration_no", body.regulator_registration_no),
+        ("image_key", body.image_key),
+        ("image_url", body.image_url),
+    ];
+    for (col, v) in texts {
+        if let Some(v) = v {
+            f.set(col, input::text(col, &v, 500)?);
+        }
+    }
+    if let Some(v) = body.category {
+        let slug = if v.trim().is_empty() {
+            None
+        } else {
+            Some(ensure_category(tx, &v).await?)
+        };
+        f.set("category", slug);
+    }
+    if let Some(v) = body.selling_price {
+        f.set("selling_price", input::amount("selling_price", v)?);
+    }
+    if let Some(v) = body.max_public_price {
+        f.set("max_public_price", input::amount("max_public_price", v)?);
+    }
+    if let Some(v) = body.low_stock_threshold {
+        f.set(
+            "low_stock_threshold",
+            input::whole("low_stock_threshold", v, 0)?,
+        );
+    }
+    let flags = [
+        ("requires_prescription", body.requires_prescription),
+        ("is_controlled", body.is_controlled),
+        ("requires_cold_chain", body.requires_cold_chain),
+        ("is_active", body.is_active),
+    ];
+    for (col, v) in flags {
+        if let Some(Flag(b)) = v {
+            f.set(col, b);
+        }
+    }
+    if let Some(v) = body.vat_category {
+        let v = v.trim().to_lowercase();
+        if !VAT_CATEGORIES.contains(&v.as_str()) {
+            return Err(Error::validation(
+                "vat_category",
+                "`vat_category` must be standard, zero or exempt.",
+            ));
+        }
+        f.set("vat_category", v);
+    }
+    Ok(f)
 }
 
 /// Column values of a medicine write, already validated.

@@ -6,12 +6,13 @@ use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
 use sea_query::extension::postgres::PgExpr;
 use sea_query::{Cond, Expr, ExprTrait, Order, Query};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
 use actors::changes::{self, Change, Op};
-use actors::{db, wire, Error, Result};
+use actors::input::{self, Flag};
+use actors::{db, wire, Error, Result, Role};
 
 use crate::http::extract::Page;
 use crate::store::synced;
@@ -159,6 +160,120 @@ pub async fn list<C: GenericClient + Sync>(
 }
 
 pub use crate::store::synced::Fields;
+
+/// Who may write suppliers.
+pub const WRITERS: &[Role] = &[Role::Admin, Role::InventoryManager, Role::BranchManager];
+
+/// Create (`name` required) or update body. An update applies only these
+/// fields (the allowlist); anything else is ignored.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+pub struct SupplierWrite {
+    pub name: Option<String>,
+    pub tax_number: Option<String>,
+    pub contact_person: Option<String>,
+    pub phone: Option<String>,
+    pub email: Option<String>,
+    pub address: Option<String>,
+    pub image_url: Option<String>,
+    /// Default `distributor`.
+    pub supplier_type: Option<String>,
+    /// Whole days, 0..365 (default 7).
+    #[schema(value_type = Option<i64>, minimum = 0, maximum = 365)]
+    pub lead_time_days: Option<Decimal>,
+    /// 0..100 (default 100).
+    #[schema(value_type = Option<f64>, minimum = 0, maximum = 100)]
+    pub reliability_score: Option<Decimal>,
+    /// Updates only: reactivate (true) or deactivate (false).
+    #[schema(value_type = Option<bool>)]
+    pub is_active: Option<Flag>,
+}
+
+pub fn fields(body: SupplierWrite) -> Result<Fields> {
+    let mut f: Fields = Vec::new();
+    if let Some(v) = body.name {
+        f.push(("name", input::required_text("name", &v, 200)?.into()));
+    }
+    if let Some(v) = body.supplier_type {
+        let v = input::required_text("supplier_type", &v, 50)?.to_lowercase();
+        f.push(("supplier_type", v.into()));
+    }
+    for (col, v) in [
+        ("tax_number", body.tax_number),
+        ("contact_person", body.contact_person),
+        ("phone", body.phone),
+        ("email", body.email),
+        ("address", body.address),
+        ("image_url", body.image_url),
+    ] {
+        if let Some(v) = v {
+            f.push((col, input::text(col, &v, 500)?.into()));
+        }
+    }
+    if let Some(v) = body.lead_time_days {
+        let days = input::whole("lead_time_days", v, 0)?;
+        if days > 365 {
+            return Err(Error::validation(
+                "lead_time_days",
+                "`lead_time_days` must be at most 365.",
+            ));
+        }
+        f.push(("lead_time_days", days.into()));
+    }
+    if let Some(v) = body.reliability_score {
+        let v = input::amount("reliability_score", v)?;
+        if v > Decimal::ONE_HUNDRED {
+            return Err(Error::validation(
+                "reliability_score",
+                "`reliability_score` must be between 0 and 100.",
+            ));
+        }
+        f.push(("reliability_score", v.into()));
+    }
+    if let Some(Flag(v)) = body.is_active {
+        f.push(("is_active", v.into()));
+    }
+    Ok(f)
+}
+
+/// Creates an active supplier (`name` required); `id` when the client chose it.
+pub async fn create<C: GenericClient + Sync>(
+    tx: &C,
+    mut body: SupplierWrite,
+    id: Option<Uuid>,
+) -> Result<Supplier> {
+    if body.name.is_none() {
+        return Err(Error::validation("name", "The field `name` is required."));
+    }
+    body.is_active = None;
+    let mut fields = fields(body)?;
+    if let Some(id) = id {
+        fields.push(("id", id.into()));
+    }
+    insert(tx, fields).await
+}
+
+/// Applies the allowlisted fields present in `body` to a live supplier.
+pub async fn edit<C: GenericClient + Sync>(
+    tx: &C,
+    id: Uuid,
+    body: SupplierWrite,
+) -> Result<Supplier> {
+    let fields = fields(body)?;
+    if fields.is_empty() {
+        return Err(Error::bad_request("No fields to update"));
+    }
+    update(tx, id, fields, Op::Update)
+        .await?
+        .ok_or_else(|| Error::not_found("Supplier not found"))
+}
+
+/// Soft-deletes (and deactivates) a live supplier.
+pub async fn remove<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Supplier> {
+    let fields: Fields = vec![("is_deleted", true.into()), ("is_active", false.into())];
+    update(tx, id, fields, Op::Delete)
+        .await?
+        .ok_or_else(|| Error::not_found("Supplier not found"))
+}
 
 pub async fn insert<C: GenericClient + Sync>(tx: &C, fields: Fields) -> Result<Supplier> {
     let (row, rev) = synced::insert(tx, "suppliers", &COLUMNS, fields).await?;

@@ -14,7 +14,8 @@ use actors::{changes, db, Result};
 /// Column values of a write, already validated.
 pub type Fields = Vec<(&'static str, sea_query::Value)>;
 
-/// Inserts a row with a new id; returns it (as `columns`) and its rev.
+/// Inserts a row (with a new id unless `fields` names one); returns it (as
+/// `columns`) and its rev.
 pub async fn insert<C: GenericClient + Sync>(
     tx: &C,
     table: &'static str,
@@ -22,7 +23,10 @@ pub async fn insert<C: GenericClient + Sync>(
     mut fields: Fields,
 ) -> Result<(Row, i64)> {
     let rev = changes::allocate(tx).await?;
-    fields.extend([("id", Uuid::now_v7().into()), ("rev", rev.into())]);
+    if !fields.iter().any(|(col, _)| *col == "id") {
+        fields.push(("id", Uuid::now_v7().into()));
+    }
+    fields.push(("rev", rev.into()));
     let (cols, vals): (Vec<_>, Vec<_>) = fields.into_iter().unzip();
     let q = Query::insert()
         .into_table(table)

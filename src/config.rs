@@ -28,6 +28,7 @@ pub struct Config {
     pub auth: AuthConfig,
     pub actors: ActorsConfig,
     pub log: LogConfig,
+    pub marketing: MarketingConfig,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -75,6 +76,14 @@ pub struct ActorsConfig {
     pub branch_mailbox: usize,
     pub device_mailbox: usize,
     pub arbiters: usize,
+}
+
+/// Limits on the public `POST /marketing/contact`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct MarketingConfig {
+    pub enquiries_per_email: i32,
+    pub enquiries_per_address: i32,
+    pub window_secs: i64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

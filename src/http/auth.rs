@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::{passwords, tokens, Caller};
-use crate::http::extract::Json;
+use crate::http::extract::{client_address, Json};
 use crate::state::AppState;
 use crate::store::{rate_limits, users};
 use actors::error::Problem;
@@ -45,18 +45,6 @@ pub struct TokenResponse {
 }
 
 const BAD_CREDENTIALS: &str = "The email or password is incorrect.";
-
-/// The client address used for rate limits.
-fn client_address(req: &HttpRequest, trust_forwarded: bool) -> String {
-    if trust_forwarded {
-        if let Some(ip) = req.connection_info().realip_remote_addr() {
-            return ip.to_owned();
-        }
-    }
-    req.peer_addr()
-        .map(|a| a.ip().to_string())
-        .unwrap_or_else(|| "unknown".to_owned())
-}
 
 /// Sign in with email and password.
 #[utoipa::path(post, path = "/api/v1/auth/login", tag = "auth", request_body = LoginRequest,

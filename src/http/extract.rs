@@ -15,9 +15,14 @@ use uuid::Uuid;
 use crate::state::AppState;
 use actors::{Error, Result};
 
-/// Per-route body limit override (sync push takes more than the default).
+/// Per-route body limit override.
 #[derive(Clone, Copy)]
 pub struct BodyLimit(pub usize);
+
+/// Marks a route whose body may be as large as a sync push
+/// (`http.push_body_limit_bytes`).
+#[derive(Clone, Copy)]
+pub struct PushBodyLimit;
 
 /// A JSON body. An empty body reads as `{}` so optional-only bodies may be
 /// omitted; anything else that is not valid JSON of the right shape is a 400.
@@ -31,6 +36,11 @@ impl<T: DeserializeOwned + 'static> FromRequest for Json<T> {
         let limit = req
             .app_data::<BodyLimit>()
             .map(|l| l.0)
+            .or_else(|| {
+                req.app_data::<PushBodyLimit>()?;
+                req.app_data::<web::Data<AppState>>()
+                    .map(|s| s.config.http.push_body_limit_bytes)
+            })
             .or_else(|| {
                 req.app_data::<web::Data<AppState>>()
                     .map(|s| s.config.http.body_limit_bytes)
@@ -219,4 +229,17 @@ impl<T> Paged<T> {
             page_size: page.page_size,
         }
     }
+}
+
+/// The client address used for rate limits: the peer, or with
+/// `trust_forwarded` (behind a trusted proxy) the forwarded address.
+pub fn client_address(req: &HttpRequest, trust_forwarded: bool) -> String {
+    if trust_forwarded {
+        if let Some(ip) = req.connection_info().realip_remote_addr() {
+            return ip.to_owned();
+        }
+    }
+    req.peer_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_else(|| "unknown".to_owned())
 }

@@ -18,6 +18,16 @@ pub mod sync;
 pub mod transfers;
 pub mod users;
 pub mod window;
+// Printing, settings, currency, audit log (issue 6 items 1-5, 10).
+pub mod audit_log;
+pub mod currency;
+pub mod printing;
+pub mod settings;
+// Front desk (issue 6 items 6-9).
+pub mod approvals;
+pub mod dispensing;
+pub mod marketing;
+pub mod prescriptions;
 
 use actix_web::dev::ServiceResponse;
 use actix_web::middleware::ErrorHandlerResponse;
@@ -41,6 +51,14 @@ pub fn configure_api(cfg: &mut web::ServiceConfig) {
     customers::configure(cfg);
     suppliers::configure(cfg);
     sync::configure(cfg);
+    prescriptions::configure(cfg);
+    dispensing::configure(cfg);
+    approvals::configure(cfg);
+    marketing::configure(cfg);
+    printing::configure(cfg);
+    settings::configure(cfg);
+    currency::configure(cfg);
+    audit_log::configure(cfg);
     openapi::configure_api(cfg);
 }
 

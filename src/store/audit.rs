@@ -41,3 +41,102 @@ pub async fn write<C: GenericClient + Sync>(tx: &C, e: Entry<'_>) -> Result<()> 
     db::execute(tx, &q).await?;
     Ok(())
 }
+
+/// One audit-log entry as `GET /audit-log` answers it.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct AuditRow {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    #[schema(value_type = Option<String>)]
+    pub actor_id: Option<Uuid>,
+    /// The actor's full name; `null` when the entry has no actor.
+    pub actor_name: Option<String>,
+    pub action: String,
+    pub entity_type: String,
+    pub entity_id: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub before: Option<Json>,
+    #[schema(value_type = Option<Object>)]
+    pub after: Option<Json>,
+    #[serde(serialize_with = "actors::wire::ts")]
+    #[schema(value_type = String)]
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Filters of the audit-log list; instants are `[from, until)`.
+#[derive(Debug, Default)]
+pub struct ListFilter {
+    pub entity_type: Option<String>,
+    pub entity_id: Option<String>,
+    pub actor_id: Option<Uuid>,
+    pub from: Option<chrono::DateTime<chrono::Utc>>,
+    pub until: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// Entries newest first, with the total before paging.
+pub async fn list<C: GenericClient + Sync>(
+    c: &C,
+    f: &ListFilter,
+    page: crate::http::extract::Page,
+) -> Result<(Vec<AuditRow>, i64)> {
+    use sea_query::{Expr, ExprTrait, JoinType, Order};
+    let mut base = Query::select()
+        .from_as("audit_log", "a")
+        .join_as(
+            JoinType::LeftJoin,
+            "users",
+            "u",
+            Expr::col(("u", "id")).equals(("a", "actor_id")),
+        )
+        .to_owned();
+    if let Some(t) = &f.entity_type {
+        base.and_where(Expr::col(("a", "entity_type")).eq(t.as_str()));
+    }
+    if let Some(id) = &f.entity_id {
+        base.and_where(Expr::col(("a", "entity_id")).eq(id.as_str()));
+    }
+    if let Some(actor) = f.actor_id {
+        base.and_where(Expr::col(("a", "actor_id")).eq(actor));
+    }
+    if let Some(from) = f.from {
+        base.and_where(Expr::col(("a", "created_at")).gte(from));
+    }
+    if let Some(until) = f.until {
+        base.and_where(Expr::col(("a", "created_at")).lt(until));
+    }
+    let total_q = base.clone().expr(Expr::col(("a", "id")).count()).to_owned();
+    let total: i64 = db::fetch_one(c, &total_q).await?.get(0);
+    let q = base
+        .columns([
+            ("a", "id"),
+            ("a", "actor_id"),
+            ("a", "action"),
+            ("a", "entity_type"),
+            ("a", "entity_id"),
+            ("a", "before"),
+            ("a", "after"),
+            ("a", "created_at"),
+        ])
+        .expr_as(Expr::col(("u", "full_name")), "actor_name")
+        .order_by(("a", "created_at"), Order::Desc)
+        .order_by(("a", "id"), Order::Desc)
+        .offset(page.offset())
+        .limit(page.limit())
+        .to_owned();
+    let rows = db::fetch_all(c, &q).await?;
+    let items = rows
+        .iter()
+        .map(|r| AuditRow {
+            id: r.get("id"),
+            actor_id: r.get("actor_id"),
+            actor_name: r.get("actor_name"),
+            action: r.get("action"),
+            entity_type: r.get("entity_type"),
+            entity_id: r.get("entity_id"),
+            before: r.get("before"),
+            after: r.get("after"),
+            created_at: r.get("created_at"),
+        })
+        .collect();
+    Ok((items, total))
+}

@@ -1,10 +1,17 @@
 //! Read queries and simple writes, built with sea-query, one module per area.
 
+pub mod approvals;
 pub mod audit;
 pub mod branches;
+pub mod currency;
 pub mod customers;
+pub mod marketing;
 pub mod medicines;
+pub mod prescriptions;
+pub mod printing;
 pub mod rate_limits;
+pub mod settings;
 pub mod suppliers;
 pub mod synced;
 pub mod users;
+pub mod will_call;

@@ -25,3 +25,13 @@ mod supplier_invoices;
 mod suppliers;
 mod transfers;
 mod users;
+// Printing, settings, currency, audit log.
+mod audit_log;
+mod currency;
+mod printing;
+mod settings;
+// Front desk (issue 6 items 6-9).
+mod approvals;
+mod marketing;
+mod prescriptions;
+mod will_call;

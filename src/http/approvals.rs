@@ -1,0 +1,197 @@
+//! `/approvals`: manager approvals. Anyone signed in asks for one on their
+//! branch; an admin or a manager of that branch, never the requester,
+//! decides it once. Each decision is audited with the before and after rows.
+
+use actix_web::{web, HttpResponse};
+use serde::Deserialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::auth::Caller;
+use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
+use crate::state::AppState;
+use crate::store::approvals::{self, Approval, NewApproval};
+use crate::store::audit;
+use actors::error::Problem;
+use actors::{input, Error, Result, Role};
+
+/// Who may decide approvals (of their own branch, unless admin).
+const DECIDERS: &[Role] = &[Role::Admin, Role::BranchManager];
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/approvals")
+            .route(web::get().to(list))
+            .route(web::post().to(create)),
+    )
+    .service(web::resource("/approvals/{id}/approve").route(web::post().to(approve)))
+    .service(web::resource("/approvals/{id}/reject").route(web::post().to(reject)));
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ApprovalCreate {
+    /// What needs approving, e.g. `refund` or `price_override`. Required.
+    pub kind: Option<String>,
+    /// The record the request is about (any id), if any.
+    pub reference_id: Option<String>,
+    pub reason: Option<String>,
+    /// Admins only: the branch the request belongs to (default the caller's).
+    #[schema(value_type = Option<String>)]
+    pub branch_id: Option<Uuid>,
+}
+
+/// Files a `pending` request on the caller's branch.
+#[utoipa::path(post, path = "/api/v1/approvals", tag = "approvals", security(("bearer" = [])),
+    request_body = ApprovalCreate,
+    responses((status = 201, body = Approval), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn create(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Json(body): Json<ApprovalCreate>,
+) -> Result<HttpResponse> {
+    let reference_id = input::text(
+        "reference_id",
+        body.reference_id.as_deref().unwrap_or_default(),
+        200,
+    )?;
+    let new = NewApproval {
+        branch_id: caller.branch_scope(body.branch_id)?,
+        kind: input::required_text("kind", body.kind.as_deref().unwrap_or_default(), 100)?,
+        reference_id: (!reference_id.is_empty()).then_some(reference_id),
+        reason: input::text("reason", body.reason.as_deref().unwrap_or_default(), 2000)?,
+        requested_by: caller.user_id,
+    };
+    let client = state.pool.get().await?;
+    let approval = approvals::insert(&client, new).await?;
+    Ok(HttpResponse::Created().json(approval))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ApprovalQuery {
+    /// `pending`, `approved` or `rejected` (any case; empty = all).
+    pub status: Option<String>,
+    /// Admins only: one branch (default: every branch for an admin, the
+    /// caller's own for everyone else).
+    pub branch_id: Option<Uuid>,
+}
+
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct ApprovalPage {
+    pub items: Vec<Approval>,
+    pub total: i64,
+    pub page: i64,
+    pub page_size: i64,
+}
+
+fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
+    let Some(s) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    let s = s.to_lowercase();
+    if !approvals::STATUSES.contains(&s.as_str()) {
+        return Err(Error::validation(
+            "status",
+            "`status` must be pending, approved or rejected.",
+        ));
+    }
+    Ok(Some(s))
+}
+
+/// Approvals, newest first, 20 per page.
+#[utoipa::path(get, path = "/api/v1/approvals", tag = "approvals", security(("bearer" = [])),
+    params(ApprovalQuery, PageParams),
+    responses((status = 200, body = ApprovalPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Query(q): Query<ApprovalQuery>,
+    Query(paging): Query<PageParams>,
+) -> Result<HttpResponse> {
+    let branch_id = caller.branch_filter(q.branch_id)?;
+    let status = status_filter(q.status.as_deref())?;
+    let page = paging.resolve(20)?;
+    let client = state.pool.get().await?;
+    let (items, total) = approvals::list(&client, branch_id, status.as_deref(), page).await?;
+    Ok(HttpResponse::Ok().json(Paged::new(items, total, page)))
+}
+
+/// Decides one approval: 403 for other roles and for the requester, 404 for
+/// another branch's, 409 once decided. The row is locked and the update is
+/// conditional, so two deciders cannot both win.
+async fn decide(state: &AppState, caller: &Caller, raw_id: &str, status: &str) -> Result<Approval> {
+    caller.require(DECIDERS)?;
+    let id = path_id(raw_id, "Approval")?;
+    let mut client = state.pool.get().await?;
+    let tx = client.transaction().await?;
+    let before = approvals::get_for_update(&tx, id)
+        .await?
+        .filter(|a| caller.can_see_branch(a.branch_id))
+        .ok_or_else(|| Error::not_found("Approval not found"))?;
+    if before.requested_by == caller.user_id {
+        return Err(Error::forbidden(
+            "You cannot decide your own request; another manager must.",
+        ));
+    }
+    let conflict = || {
+        Error::conflict(format!(
+            "This request is already {}; only a pending request can be decided.",
+            before.status
+        ))
+    };
+    let after = approvals::decide(&tx, id, status, caller.user_id)
+        .await?
+        .ok_or_else(conflict)?;
+    audit::write(
+        &tx,
+        audit::Entry {
+            actor_id: Some(caller.user_id),
+            action: if status == "approved" {
+                "approval.approve"
+            } else {
+                "approval.reject"
+            },
+            entity_type: "approval",
+            entity_id: id.to_string(),
+            before: Some(serde_json::to_value(&before).map_err(Error::internal)?),
+            after: Some(serde_json::to_value(&after).map_err(Error::internal)?),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(after)
+}
+
+/// `pending` → `approved`.
+#[utoipa::path(post, path = "/api/v1/approvals/{id}/approve", tag = "approvals", security(("bearer" = [])),
+    params(("id" = String, Path)),
+    responses((status = 200, body = Approval), (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json")))]
+pub async fn approve(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<HttpResponse> {
+    Ok(HttpResponse::Ok().json(decide(&state, &caller, &id, "approved").await?))
+}
+
+/// `pending` → `rejected`.
+#[utoipa::path(post, path = "/api/v1/approvals/{id}/reject", tag = "approvals", security(("bearer" = [])),
+    params(("id" = String, Path)),
+    responses((status = 200, body = Approval), (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json")))]
+pub async fn reject(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<HttpResponse> {
+    Ok(HttpResponse::Ok().json(decide(&state, &caller, &id, "rejected").await?))
+}

@@ -1,0 +1,185 @@
+//! `/dispensing/will-call`: orders made up for a patient and waiting at the
+//! counter. Any signed-in user of the branch handles them; a pickup is
+//! `ready` until it is `picked_up` or `cancelled`, and no other move exists.
+
+use actix_web::{web, HttpResponse};
+use serde::Deserialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::auth::Caller;
+use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
+use crate::state::AppState;
+use crate::store::will_call::{self, Move, NewWillCall, WillCall};
+use actors::error::Problem;
+use actors::input::{self, Flag};
+use actors::{Error, Result};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/dispensing/will-call")
+            .route(web::get().to(list))
+            .route(web::post().to(create)),
+    )
+    .service(web::resource("/dispensing/will-call/{id}/pickup").route(web::post().to(pickup)))
+    .service(web::resource("/dispensing/will-call/{id}/cancel").route(web::post().to(cancel)));
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct WillCallCreate {
+    /// Required, non-blank.
+    pub patient_name: Option<String>,
+    pub patient_phone: Option<String>,
+    /// Default the caller's branch; only an admin may name another.
+    #[schema(value_type = Option<String>)]
+    pub branch_id: Option<Uuid>,
+    /// A prescription of that branch.
+    #[schema(value_type = Option<String>)]
+    pub prescription_id: Option<Uuid>,
+    /// A sale of that branch.
+    #[schema(value_type = Option<String>)]
+    pub sale_id: Option<Uuid>,
+}
+
+/// Files a pickup: `ready`, no signature yet.
+#[utoipa::path(post, path = "/api/v1/dispensing/will-call", tag = "dispensing", security(("bearer" = [])),
+    request_body = WillCallCreate,
+    responses((status = 201, body = WillCall), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn create(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Json(body): Json<WillCallCreate>,
+) -> Result<HttpResponse> {
+    let new = NewWillCall {
+        branch_id: caller.branch_scope(body.branch_id)?,
+        prescription_id: body.prescription_id,
+        sale_id: body.sale_id,
+        patient_name: input::required_text(
+            "patient_name",
+            body.patient_name.as_deref().unwrap_or_default(),
+            200,
+        )?,
+        patient_phone: input::text(
+            "patient_phone",
+            body.patient_phone.as_deref().unwrap_or_default(),
+            50,
+        )?,
+        created_by: caller.user_id,
+    };
+    let client = state.pool.get().await?;
+    let row = will_call::insert(&client, new).await?;
+    Ok(HttpResponse::Created().json(row))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct WillCallQuery {
+    /// `ready`, `picked_up` or `cancelled` (any case; empty = all).
+    pub status: Option<String>,
+    /// Admins only: another branch's pickups (default the caller's).
+    pub branch_id: Option<Uuid>,
+}
+
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct WillCallPage {
+    pub items: Vec<WillCall>,
+    pub total: i64,
+    pub page: i64,
+    pub page_size: i64,
+}
+
+fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
+    let Some(s) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    let s = s.to_lowercase();
+    if !will_call::STATUSES.contains(&s.as_str()) {
+        return Err(Error::validation(
+            "status",
+            "`status` must be ready, picked_up or cancelled.",
+        ));
+    }
+    Ok(Some(s))
+}
+
+/// The branch's pickups, newest first, 20 per page.
+#[utoipa::path(get, path = "/api/v1/dispensing/will-call", tag = "dispensing", security(("bearer" = [])),
+    params(WillCallQuery, PageParams),
+    responses((status = 200, body = WillCallPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Query(q): Query<WillCallQuery>,
+    Query(paging): Query<PageParams>,
+) -> Result<HttpResponse> {
+    let branch_id = caller.branch_scope(q.branch_id)?;
+    let status = status_filter(q.status.as_deref())?;
+    let page = paging.resolve(20)?;
+    let client = state.pool.get().await?;
+    let (items, total) = will_call::list(&client, branch_id, status.as_deref(), page).await?;
+    Ok(HttpResponse::Ok().json(Paged::new(items, total, page)))
+}
+
+/// Moves a visible pickup out of `ready`: 404 for another branch's, 409
+/// when it already left `ready` (the update is conditional).
+async fn run_move(state: &AppState, caller: &Caller, raw_id: &str, mv: Move) -> Result<WillCall> {
+    let id = path_id(raw_id, "Will-call pickup")?;
+    let not_found = || Error::not_found("Will-call pickup not found");
+    let client = state.pool.get().await?;
+    let current = will_call::get(&client, id)
+        .await?
+        .filter(|w| caller.can_see_branch(w.branch_id))
+        .ok_or_else(not_found)?;
+    if let Some(row) = will_call::apply(&client, id, mv).await? {
+        return Ok(row);
+    }
+    let now = will_call::get(&client, id).await?.unwrap_or(current);
+    Err(Error::conflict(format!(
+        "This pickup is {}; only a ready pickup can be picked up or cancelled.",
+        now.status
+    )))
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct PickupRequest {
+    /// Whether the patient signed (true/false or 0/1; default false).
+    #[schema(value_type = Option<bool>)]
+    pub signature_captured: Option<Flag>,
+}
+
+/// `ready` → `picked_up`, stamping `picked_up_at`.
+#[utoipa::path(post, path = "/api/v1/dispensing/will-call/{id}/pickup", tag = "dispensing", security(("bearer" = [])),
+    params(("id" = String, Path)), request_body = PickupRequest,
+    responses((status = 200, body = WillCall), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json")))]
+pub async fn pickup(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+    Json(body): Json<PickupRequest>,
+) -> Result<HttpResponse> {
+    let mv = Move::PickUp {
+        signature_captured: body.signature_captured.is_some_and(|Flag(f)| f),
+    };
+    Ok(HttpResponse::Ok().json(run_move(&state, &caller, &id, mv).await?))
+}
+
+/// `ready` → `cancelled`.
+#[utoipa::path(post, path = "/api/v1/dispensing/will-call/{id}/cancel", tag = "dispensing", security(("bearer" = [])),
+    params(("id" = String, Path)),
+    responses((status = 200, body = WillCall), (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json")))]
+pub async fn cancel(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<HttpResponse> {
+    Ok(HttpResponse::Ok().json(run_move(&state, &caller, &id, Move::Cancel).await?))
+}

@@ -1,0 +1,344 @@
+//! `/prescriptions`: the branch's prescription book. A prescription starts
+//! `PENDING` and moves once, to `DISPENSED` (linking the sale that filled it)
+//! or `CANCELLED`; every other move is 409.
+
+use actix_web::{web, HttpResponse};
+use rust_decimal::Decimal;
+use serde::Deserialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::auth::Caller;
+use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
+use crate::state::AppState;
+use crate::store::prescriptions::{self, Move, NewItem, NewPrescription, Prescription};
+use actors::error::Problem;
+use actors::{input, Error, Result, Role};
+
+/// Who may write prescriptions and move them.
+const WRITERS: &[Role] = &[Role::Admin, Role::BranchManager, Role::Pharmacist];
+/// Most lines one prescription may carry.
+const MAX_ITEMS: usize = 100;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/prescriptions")
+            .route(web::get().to(list))
+            .route(web::post().to(create)),
+    )
+    .service(
+        web::resource("/prescriptions/{id}")
+            .route(web::get().to(get))
+            .route(web::delete().to(delete)),
+    )
+    .service(web::resource("/prescriptions/{id}/dispense").route(web::post().to(dispense)))
+    .service(web::resource("/prescriptions/{id}/cancel").route(web::post().to(cancel)));
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct PrescriptionItemWrite {
+    #[schema(value_type = String)]
+    pub medicine_id: Uuid,
+    /// Whole units, 1 or more.
+    #[schema(value_type = i64, minimum = 1)]
+    pub quantity: Decimal,
+    pub dosage_instructions: Option<String>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct PrescriptionCreate {
+    /// Required, non-blank.
+    pub patient_name: Option<String>,
+    pub patient_id_number: Option<String>,
+    pub prescriber_name: Option<String>,
+    pub prescriber_license: Option<String>,
+    pub notes: Option<String>,
+    /// Admins only: the branch the prescription belongs to (default the caller's).
+    #[schema(value_type = Option<String>)]
+    pub branch_id: Option<Uuid>,
+    /// At least one line, at most 100.
+    pub items: Option<Vec<PrescriptionItemWrite>>,
+}
+
+fn optional(field: &str, value: Option<String>, max: usize) -> Result<String> {
+    input::text(field, value.as_deref().unwrap_or_default(), max)
+}
+
+fn lines(items: Option<Vec<PrescriptionItemWrite>>) -> Result<Vec<NewItem>> {
+    let items = items.unwrap_or_default();
+    if items.is_empty() {
+        return Err(Error::validation(
+            "items",
+            "A prescription needs at least one line in `items`.",
+        ));
+    }
+    if items.len() > MAX_ITEMS {
+        return Err(Error::validation(
+            "items",
+            format!("A prescription may have at most {MAX_ITEMS} lines."),
+        ));
+    }
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            Ok(NewItem {
+                medicine_id: item.medicine_id,
+                quantity: input::quantity(&format!("items[{i}].quantity"), item.quantity)?,
+                dosage_instructions: optional(
+                    &format!("items[{i}].dosage_instructions"),
+                    item.dosage_instructions,
+                    1000,
+                )?,
+            })
+        })
+        .collect()
+}
+
+#[utoipa::path(post, path = "/api/v1/prescriptions", tag = "prescriptions", security(("bearer" = [])),
+    request_body = PrescriptionCreate,
+    responses((status = 201, body = Prescription), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn create(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Json(body): Json<PrescriptionCreate>,
+) -> Result<HttpResponse> {
+    caller.require(WRITERS)?;
+    let branch_id = caller.branch_scope(body.branch_id)?;
+    let new = NewPrescription {
+        branch_id,
+        patient_name: input::required_text(
+            "patient_name",
+            body.patient_name.as_deref().unwrap_or_default(),
+            200,
+        )?,
+        patient_id_number: optional("patient_id_number", body.patient_id_number, 100)?,
+        prescriber_name: optional("prescriber_name", body.prescriber_name, 200)?,
+        prescriber_license: optional("prescriber_license", body.prescriber_license, 100)?,
+        notes: optional("notes", body.notes, 2000)?,
+        items: lines(body.items)?,
+        created_by: caller.user_id,
+    };
+    let mut client = state.pool.get().await?;
+    let tx = client.transaction().await?;
+    let prescription = prescriptions::insert(&tx, new).await?;
+    tx.commit().await?;
+    Ok(HttpResponse::Created().json(prescription))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PrescriptionQuery {
+    /// `PENDING`, `DISPENSED` or `CANCELLED` (any case; empty = all).
+    pub status: Option<String>,
+    /// Admins only: another branch's prescriptions (default the caller's).
+    pub branch_id: Option<Uuid>,
+}
+
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct PrescriptionPage {
+    pub items: Vec<Prescription>,
+    pub total: i64,
+    pub page: i64,
+    pub page_size: i64,
+}
+
+/// `status` normalised to the stored upper case; empty means no filter.
+fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
+    let Some(s) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    let s = s.to_uppercase();
+    if !prescriptions::STATUSES.contains(&s.as_str()) {
+        return Err(Error::validation(
+            "status",
+            "`status` must be PENDING, DISPENSED or CANCELLED.",
+        ));
+    }
+    Ok(Some(s))
+}
+
+/// The branch's prescriptions with their lines: pending first, then newest.
+#[utoipa::path(get, path = "/api/v1/prescriptions", tag = "prescriptions", security(("bearer" = [])),
+    params(PrescriptionQuery, PageParams),
+    responses((status = 200, body = PrescriptionPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Query(q): Query<PrescriptionQuery>,
+    Query(paging): Query<PageParams>,
+) -> Result<HttpResponse> {
+    let branch_id = caller.branch_scope(q.branch_id)?;
+    let status = status_filter(q.status.as_deref())?;
+    let page = paging.resolve(20)?;
+    let client = state.pool.get().await?;
+    let (items, total) = prescriptions::list(&client, branch_id, status.as_deref(), page).await?;
+    Ok(HttpResponse::Ok().json(Paged::new(items, total, page)))
+}
+
+/// A live prescription the caller may see; another branch's reads as 404.
+async fn visible<C: deadpool_postgres::GenericClient + Sync>(
+    c: &C,
+    caller: &Caller,
+    id: Uuid,
+) -> Result<Prescription> {
+    prescriptions::get(c, id)
+        .await?
+        .filter(|p| caller.can_see_branch(p.branch_id))
+        .ok_or_else(|| Error::not_found("Prescription not found"))
+}
+
+#[utoipa::path(get, path = "/api/v1/prescriptions/{id}", tag = "prescriptions", security(("bearer" = [])),
+    params(("id" = String, Path)),
+    responses((status = 200, body = Prescription), (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn get(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<HttpResponse> {
+    let id = path_id(&id, "Prescription")?;
+    let client = state.pool.get().await?;
+    Ok(HttpResponse::Ok().json(visible(&client, &caller, id).await?))
+}
+
+/// The 409 for a move the prescription's current status does not allow.
+fn refused(p: &Prescription, mv: &Move) -> Error {
+    match mv {
+        Move::Delete => Error::conflict(format!(
+            "Prescription {} was dispensed: it stays in the prescription book and cannot be deleted.",
+            p.rx_number
+        )),
+        Move::Dispense { .. } | Move::Cancel => Error::conflict(format!(
+            "Prescription {} is {}; only a PENDING prescription can be dispensed or cancelled.",
+            p.rx_number, p.status
+        )),
+    }
+}
+
+/// 400 unless the sale is of the prescription's branch and, when it names a
+/// prescription, names this one.
+async fn check_sale<C: deadpool_postgres::GenericClient + Sync>(
+    c: &C,
+    p: &Prescription,
+    sale_id: Uuid,
+) -> Result<()> {
+    let sale = prescriptions::sale_ref(c, sale_id)
+        .await?
+        .filter(|s| s.branch_id == p.branch_id)
+        .ok_or_else(|| {
+            Error::validation(
+                "sale_id",
+                "`sale_id` must name a sale of the prescription's branch.",
+            )
+        })?;
+    match sale.prescription_id {
+        Some(other) if other != p.id => Err(Error::validation(
+            "sale_id",
+            "That sale was made against another prescription.",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Runs one move in a transaction: 404 when not visible, 409 when the
+/// conditional update finds the prescription no longer in a status allowing it.
+async fn run_move(
+    state: &AppState,
+    caller: &Caller,
+    raw_id: &str,
+    mv: Move,
+) -> Result<Option<Prescription>> {
+    caller.require(WRITERS)?;
+    let id = path_id(raw_id, "Prescription")?;
+    let mut client = state.pool.get().await?;
+    let tx = client.transaction().await?;
+    let current = visible(&tx, caller, id).await?;
+    if !mv.allowed_from().contains(&current.status.as_str()) {
+        return Err(refused(&current, &mv));
+    }
+    if let Move::Dispense { sale_id, .. } = mv {
+        check_sale(&tx, &current, sale_id).await?;
+    }
+    if !prescriptions::apply(&tx, id, mv).await? {
+        // Re-read: a concurrent move may have won since `current` was read.
+        let now = visible(&tx, caller, id).await?;
+        return Err(refused(&now, &mv));
+    }
+    let after = if matches!(mv, Move::Delete) {
+        None
+    } else {
+        Some(visible(&tx, caller, id).await?)
+    };
+    tx.commit().await?;
+    Ok(after)
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct DispenseRequest {
+    /// Required: the sale that filled the prescription, of the same branch.
+    #[schema(value_type = String)]
+    pub sale_id: Option<Uuid>,
+}
+
+/// `PENDING` → `DISPENSED`, linking the sale and recording who dispensed it.
+#[utoipa::path(post, path = "/api/v1/prescriptions/{id}/dispense", tag = "prescriptions", security(("bearer" = [])),
+    params(("id" = String, Path)), request_body = DispenseRequest,
+    responses((status = 200, body = Prescription), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json")))]
+pub async fn dispense(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+    Json(body): Json<DispenseRequest>,
+) -> Result<HttpResponse> {
+    caller.require(WRITERS)?;
+    let sale_id = body
+        .sale_id
+        .ok_or_else(|| Error::validation("sale_id", "The field `sale_id` is required."))?;
+    let mv = Move::Dispense {
+        sale_id,
+        by: caller.user_id,
+    };
+    let p = run_move(&state, &caller, &id, mv).await?;
+    Ok(HttpResponse::Ok().json(p))
+}
+
+/// `PENDING` → `CANCELLED`.
+#[utoipa::path(post, path = "/api/v1/prescriptions/{id}/cancel", tag = "prescriptions", security(("bearer" = [])),
+    params(("id" = String, Path)),
+    responses((status = 200, body = Prescription), (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json")))]
+pub async fn cancel(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<HttpResponse> {
+    let p = run_move(&state, &caller, &id, Move::Cancel).await?;
+    Ok(HttpResponse::Ok().json(p))
+}
+
+/// Soft-deletes a pending or cancelled prescription (409 once dispensed).
+#[utoipa::path(delete, path = "/api/v1/prescriptions/{id}", tag = "prescriptions", security(("bearer" = [])),
+    params(("id" = String, Path)),
+    responses((status = 204), (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json")))]
+pub async fn delete(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<HttpResponse> {
+    run_move(&state, &caller, &id, Move::Delete).await?;
+    Ok(HttpResponse::NoContent().finish())
+}

@@ -33,6 +33,20 @@ enum Command {
     },
     /// Load the demo chain: branches and one user of every role per branch.
     SeedDemo,
+    /// Load the demo chain plus a year of trading for the reports benchmark:
+    /// 17 more branches (20 in all) and about 1,000,000 sale lines.
+    SeedLarge {
+        /// Sale lines to generate.
+        #[arg(long, default_value_t = 1_000_000)]
+        sale_lines: u64,
+    },
+    /// Time the dashboard and every report (p50/p95/max) against the
+    /// database, through the HTTP app; run `seed-large` first.
+    BenchReports {
+        /// Timed calls per route (after two warm-up calls).
+        #[arg(long, default_value_t = 20)]
+        calls: usize,
+    },
 }
 
 fn main() -> ExitCode {
@@ -84,6 +98,30 @@ async fn run(command: Command, config: Config) -> Result<(), AnyError> {
                 println!("demo data was already loaded");
             }
             print_demo_logins();
+        }
+        Command::SeedLarge { sale_lines } => {
+            let spec = pharmacy::seed_large::LargeSpec {
+                sale_lines,
+                ..Default::default()
+            };
+            match pharmacy::seed_large::seed_large(&pool, &spec).await? {
+                Some(o) => {
+                    println!(
+                        "generated {} sales with {} lines, {} batches and {} stock movements in {:.1} s",
+                        o.sales, o.sale_lines, o.batches, o.movements, o.seconds
+                    );
+                    println!("invariant violations: {}", o.violations.len());
+                    for v in o.violations.iter().take(10) {
+                        println!("  {v}");
+                    }
+                }
+                None => println!("the large data set was already loaded"),
+            }
+            print_demo_logins();
+        }
+        Command::BenchReports { calls } => {
+            let (size, figures) = pharmacy::bench::bench_reports(config, pool, calls).await?;
+            print!("{}", pharmacy::bench::table(&size, &figures, calls));
         }
         Command::Serve => {
             if local {

@@ -28,6 +28,9 @@ pub mod approvals;
 pub mod dispensing;
 pub mod marketing;
 pub mod prescriptions;
+// Dashboard and reports (issue 7 items 1-3).
+pub mod dashboard;
+pub mod reports;
 
 use actix_web::dev::ServiceResponse;
 use actix_web::middleware::ErrorHandlerResponse;
@@ -59,6 +62,8 @@ pub fn configure_api(cfg: &mut web::ServiceConfig) {
     settings::configure(cfg);
     currency::configure(cfg);
     audit_log::configure(cfg);
+    dashboard::configure(cfg);
+    reports::configure(cfg);
     openapi::configure_api(cfg);
 }
 

@@ -53,6 +53,9 @@ use crate::http;
         http::approvals::create, http::approvals::list, http::approvals::approve,
         http::approvals::reject,
         http::marketing::contact,
+        http::dashboard::summary, http::dashboard::branch_comparison,
+        http::reports::sales, http::reports::by_pharmacist, http::reports::inventory,
+        http::reports::purchases, http::reports::vat,
     ),
     components(schemas(actors::error::Problem, actors::Role)),
     modifiers(&BearerAuth),
@@ -79,6 +82,8 @@ use crate::http;
         (name = "dispensing", description = "Will-call pickups waiting at the counter"),
         (name = "approvals", description = "Manager approvals"),
         (name = "marketing", description = "Public enquiries (no token)"),
+        (name = "dashboard", description = "Today's figures and the branch comparison"),
+        (name = "reports", description = "Sales, pharmacists, inventory, purchases and VAT"),
     )
 )]
 pub struct ApiDoc;

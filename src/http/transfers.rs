@@ -2,7 +2,6 @@
 //! on the source branch's actor, receiving on the destination's.
 
 use actix_web::{web, HttpResponse};
-use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -10,6 +9,7 @@ use uuid::Uuid;
 
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, Query};
+use crate::http::window::DateWindow;
 use crate::state::AppState;
 use actors::error::Problem;
 use actors::transfers::{self, CancelTransfer, CreateTransfer, ReceiveTransfer, Transfer};
@@ -66,19 +66,6 @@ pub struct TransferList {
     pub items: Vec<Transfer>,
     /// Rows returned.
     pub total: i64,
-}
-
-fn day(field: &str, value: Option<&str>) -> Result<Option<NaiveDate>> {
-    let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
-        return Ok(None);
-    };
-    match NaiveDate::parse_from_str(v, "%Y-%m-%d") {
-        Ok(d) if v.len() == 10 => Ok(Some(d)),
-        _ => Err(Error::validation(
-            field,
-            format!("`{field}` must be a date as YYYY-MM-DD."),
-        )),
-    }
 }
 
 /// Whether the caller works at either end of the transfer.
@@ -211,19 +198,12 @@ pub async fn list(
     Query(q): Query<TransferQuery>,
 ) -> Result<HttpResponse> {
     caller.require(READERS)?;
+    let window = DateWindow::parse(q.from_date.as_deref(), q.to_date.as_deref())?;
     let filter = transfers::ListFilter {
         branch_id: caller.branch_filter(q.branch_id)?,
-        from_date: day("from_date", q.from_date.as_deref())?,
-        to_date: day("to_date", q.to_date.as_deref())?,
+        from_date: window.from,
+        to_date: window.to,
     };
-    if let (Some(from), Some(to)) = (filter.from_date, filter.to_date) {
-        if from > to {
-            return Err(Error::validation(
-                "from_date",
-                "`from_date` must not be after `to_date`.",
-            ));
-        }
-    }
     let client = state.pool.get().await?;
     let items = transfers::list(&client, &filter).await?;
     let total = items.len() as i64;

@@ -15,3 +15,6 @@ pub mod suppliers;
 pub mod synced;
 pub mod users;
 pub mod will_call;
+// Dashboard and reports (issue 7).
+pub mod dashboard;
+pub mod reports;

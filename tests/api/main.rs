@@ -35,3 +35,6 @@ mod approvals;
 mod marketing;
 mod prescriptions;
 mod will_call;
+// Dashboard and reports (issue 7).
+mod dashboard;
+mod reports;

@@ -1,0 +1,240 @@
+//! `bench-reports`: times the dashboard and every report through the real
+//! HTTP app (in-process, on an ephemeral port) against the database, which
+//! `seed-large` fills with a year of sales, and reports p50/p95/max.
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use deadpool_postgres::Pool;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use uuid::Uuid;
+
+use crate::app;
+use crate::auth::tokens::TokenKeys;
+use crate::config::Config;
+use crate::seed::demo_email;
+use crate::store::users;
+use actors::{db, Error, Result, Role};
+
+/// One timed route.
+#[derive(Debug)]
+pub struct Figure {
+    pub name: String,
+    pub path: String,
+    pub p50: Duration,
+    pub p95: Duration,
+    pub max: Duration,
+    pub bytes: usize,
+}
+
+/// The data the run read: sales and sale lines in the database.
+#[derive(Debug)]
+pub struct DataSize {
+    pub branches: i64,
+    pub sales: i64,
+    pub sale_lines: i64,
+}
+
+/// Calls every route `calls` times (after two warm-up calls) and measures
+/// each call from connect to the last byte.
+pub async fn bench_reports(
+    config: Config,
+    pool: Pool,
+    calls: usize,
+) -> Result<(DataSize, Vec<Figure>)> {
+    let client = pool.get().await?;
+    let tokens = TokenKeys::new(&config.auth);
+    let admin = token(&client, &tokens, Role::Admin, "HQ").await?;
+    let (manager, gen01) = {
+        let email = demo_email(Role::BranchManager, "GEN01");
+        let c = users::credentials(&client, &email).await?.ok_or_else(|| {
+            Error::bad_request("No GEN01 branch: run `pharmacy seed-large` first.")
+        })?;
+        let t = tokens.issue_access(c.user.id, Role::BranchManager, c.user.branch_id, c.org_id)?;
+        (t, c.user.branch_id)
+    };
+    let size = data_size(&client).await?;
+    let year_ago = year_ago(&client).await?;
+    drop(client);
+
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(Error::internal)?;
+    let running = app::start(config, pool, listener).map_err(Error::internal)?;
+    let (port, handle) = (running.port, running.server.handle());
+    actix_web::rt::spawn(running.server);
+
+    let mut figures = Vec::new();
+    for (name, path, token) in cases(&admin, &manager, gen01, &year_ago) {
+        figures.push(time(port, name, &path, token, calls).await?);
+    }
+    handle.stop(true).await;
+    Ok((size, figures))
+}
+
+/// The figures as a text table, one route a line.
+pub fn table(size: &DataSize, figures: &[Figure], calls: usize) -> String {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let mut out = format!(
+        "{} active branches, {} sales, {} sale lines; {calls} calls per route\n{:<32} {:>8} {:>8} {:>8} {:>8}\n",
+        size.branches, size.sales, size.sale_lines, "route", "p50 ms", "p95 ms", "max ms", "bytes"
+    );
+    for f in figures {
+        out.push_str(&format!(
+            "{:<32} {:>8.1} {:>8.1} {:>8.1} {:>8}   {}\n",
+            f.name,
+            ms(f.p50),
+            ms(f.p95),
+            ms(f.max),
+            f.bytes,
+            f.path
+        ));
+    }
+    out
+}
+
+/// The routes: chain-wide as an admin, one branch as its manager, and two
+/// year-long windows for comparison.
+fn cases<'a>(
+    admin: &'a str,
+    manager: &'a str,
+    branch: Uuid,
+    year_ago: &str,
+) -> Vec<(&'static str, String, &'a str)> {
+    vec![
+        (
+            "dashboard summary (chain)",
+            "/dashboard/summary".into(),
+            admin,
+        ),
+        (
+            "dashboard summary (branch)",
+            format!("/dashboard/summary?branch_id={branch}"),
+            admin,
+        ),
+        (
+            "branch comparison",
+            "/dashboard/branch-comparison".into(),
+            admin,
+        ),
+        ("sales report (chain)", "/reports/sales".into(), admin),
+        (
+            "sales report (branch manager)",
+            "/reports/sales".into(),
+            manager,
+        ),
+        (
+            "sales by pharmacist",
+            "/reports/sales/by-pharmacist".into(),
+            admin,
+        ),
+        ("inventory (chain)", "/reports/inventory".into(), admin),
+        (
+            "inventory (branch ledger)",
+            format!("/reports/inventory?branch_id={branch}"),
+            admin,
+        ),
+        ("purchases", "/reports/purchases".into(), admin),
+        ("vat", "/reports/vat".into(), admin),
+        (
+            "sales report, 12-month window",
+            format!("/reports/sales?from_date={year_ago}"),
+            admin,
+        ),
+        (
+            "vat, 12-month window",
+            format!("/reports/vat?from_date={year_ago}"),
+            admin,
+        ),
+    ]
+}
+
+async fn time(port: u16, name: &str, path: &str, token: &str, calls: usize) -> Result<Figure> {
+    let mut bytes = 0;
+    for _ in 0..2 {
+        bytes = get(port, path, token).await?;
+    }
+    let mut took = Vec::with_capacity(calls);
+    for _ in 0..calls.max(1) {
+        let t = Instant::now();
+        get(port, path, token).await?;
+        took.push(t.elapsed());
+    }
+    took.sort();
+    Ok(Figure {
+        name: name.to_owned(),
+        path: path.to_owned(),
+        p50: percentile(&took, 50),
+        p95: percentile(&took, 95),
+        max: took.last().copied().unwrap_or_default(),
+        bytes,
+    })
+}
+
+/// Nearest-rank percentile of sorted samples.
+fn percentile(sorted: &[Duration], p: usize) -> Duration {
+    let rank = (p * sorted.len()).div_ceil(100).max(1);
+    sorted.get(rank - 1).copied().unwrap_or_default()
+}
+
+/// One HTTP/1.1 GET; the body's size, or an error unless 200.
+async fn get(port: u16, path: &str, token: &str) -> Result<usize> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(Error::internal)?;
+    let request = format!(
+        "GET /api/v1{path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\
+         Accept: application/json\r\nConnection: close\r\n\r\n"
+    );
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(Error::internal)?;
+    let mut response = Vec::new();
+    stream
+        .read_to_end(&mut response)
+        .await
+        .map_err(Error::internal)?;
+    let head = String::from_utf8_lossy(&response[..response.len().min(64)]).into_owned();
+    if !head.starts_with("HTTP/1.1 200") {
+        return Err(Error::internal(format!("GET {path} answered {head}")));
+    }
+    Ok(response.len())
+}
+
+/// An access token for the demo user of `role` at branch `code`.
+async fn token(
+    c: &deadpool_postgres::Object,
+    tokens: &TokenKeys,
+    role: Role,
+    code: &str,
+) -> Result<String> {
+    let c = users::credentials(c, &demo_email(role, code))
+        .await?
+        .ok_or_else(|| Error::bad_request("No demo chain: run `pharmacy seed-large` first."))?;
+    tokens.issue_access(c.user.id, role, c.user.branch_id, c.org_id)
+}
+
+async fn data_size(c: &deadpool_postgres::Object) -> Result<DataSize> {
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT (SELECT count(*) FROM branches WHERE is_active AND NOT is_deleted),
+                  (SELECT count(*) FROM sales), (SELECT count(*) FROM sale_items)"#
+    );
+    let row = db::raw_opt(c, &q.sql, q.values)
+        .await?
+        .ok_or_else(|| Error::internal("count returned no row"))?;
+    Ok(DataSize {
+        branches: row.get(0),
+        sales: row.get(1),
+        sale_lines: row.get(2),
+    })
+}
+
+/// The first day of the 365-day window ending today (organisation time zone).
+async fn year_ago(c: &deadpool_postgres::Object) -> Result<String> {
+    let q = sea_query::raw_query!(PostgresQueryBuilder, "SELECT (org_today() - 364)::text");
+    let row = db::raw_opt(c, &q.sql, q.values)
+        .await?
+        .ok_or_else(|| Error::internal("org_today returned no row"))?;
+    Ok(row.get(0))
+}

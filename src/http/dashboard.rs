@@ -1,0 +1,109 @@
+//! `/dashboard`: today's figures and the branch comparison. Any signed-in
+//! user; days are the organisation's calendar days (`settings.time_zone`).
+
+use actix_web::{web, HttpResponse};
+use chrono::NaiveDate;
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::auth::Caller;
+use crate::http::extract::Query;
+use crate::http::window::DateWindow;
+use crate::state::AppState;
+use crate::store::dashboard::{self, BranchRevenue, Summary, SPARKLINE_DAYS};
+use crate::store::reports::DEFAULT_WINDOW_DAYS;
+use actors::error::Problem;
+use actors::{wire, Result};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/dashboard/summary").route(web::get().to(summary)))
+        .service(
+            web::resource("/dashboard/branch-comparison").route(web::get().to(branch_comparison)),
+        );
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SummaryQuery {
+    /// Admins: one branch (default: the whole organisation). Others always
+    /// see their own branch; naming another is 403.
+    pub branch_id: Option<Uuid>,
+}
+
+/// Today's sales against yesterday, the 30-day sparkline, stock and expiry counts.
+#[utoipa::path(get, path = "/api/v1/dashboard/summary", tag = "dashboard", security(("bearer" = [])),
+    params(SummaryQuery),
+    responses((status = 200, body = Summary),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn summary(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Query(q): Query<SummaryQuery>,
+) -> Result<HttpResponse> {
+    let branch = caller.branch_filter(q.branch_id)?;
+    let client = state.pool.get().await?;
+    let days = DateWindow::optional(None, None)?
+        .or_last_days(&client, SPARKLINE_DAYS)
+        .await?;
+    let summary = dashboard::summary(&client, branch, &days).await?;
+    Ok(HttpResponse::Ok().json(summary))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ComparisonQuery {
+    /// First day (`YYYY-MM-DD`, organisation time zone), inclusive; default
+    /// 29 days before `to_date`.
+    #[param(value_type = Option<String>, format = Date)]
+    pub from_date: Option<NaiveDate>,
+    /// Last day, inclusive; default today.
+    #[param(value_type = Option<String>, format = Date)]
+    pub to_date: Option<NaiveDate>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BranchComparison {
+    #[schema(value_type = String, format = Date)]
+    pub from_date: NaiveDate,
+    #[schema(value_type = String, format = Date)]
+    pub to_date: NaiveDate,
+    pub total_sales_count: i64,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub total_revenue: Decimal,
+    /// Every active branch, revenue descending (ties by name).
+    pub items: Vec<BranchRevenue>,
+    /// Rows returned.
+    pub total: i64,
+}
+
+/// Every active branch ranked by revenue over the window (default the last
+/// 30 days), with its share of the total.
+#[utoipa::path(get, path = "/api/v1/dashboard/branch-comparison", tag = "dashboard", security(("bearer" = [])),
+    params(ComparisonQuery),
+    responses((status = 200, body = BranchComparison),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json")))]
+pub async fn branch_comparison(
+    state: web::Data<AppState>,
+    _caller: Caller,
+    Query(q): Query<ComparisonQuery>,
+) -> Result<HttpResponse> {
+    let client = state.pool.get().await?;
+    let window = DateWindow::optional(q.from_date, q.to_date)?
+        .or_last_days(&client, DEFAULT_WINDOW_DAYS)
+        .await?;
+    let items = dashboard::branch_comparison(&client, &window).await?;
+    Ok(HttpResponse::Ok().json(BranchComparison {
+        from_date: window.from,
+        to_date: window.to,
+        total_sales_count: items.iter().map(|b| b.sales_count).sum(),
+        total_revenue: items.iter().map(|b| b.revenue).sum(),
+        total: items.len() as i64,
+        items,
+    }))
+}

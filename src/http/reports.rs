@@ -1,0 +1,174 @@
+//! `/reports`: sales, sales by pharmacist, inventory, purchases and VAT.
+//! Roles admin, branch_manager and auditor. Windows are `from_date` ..=
+//! `to_date` (`YYYY-MM-DD`, organisation time zone), by default the last 30
+//! days up to today. A branch manager sees its own branch only; admins and
+//! auditors see every branch, or the one `branch_id` names.
+
+use actix_web::{web, HttpResponse};
+use chrono::NaiveDate;
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::auth::Caller;
+use crate::http::extract::Query;
+use crate::http::window::{DateWindow, ReportWindow};
+use crate::state::AppState;
+use crate::store::reports::{
+    self, InventoryReport, PharmacistReport, PurchasesReport, SalesReport, Scope, VatReport,
+    DEFAULT_WINDOW_DAYS,
+};
+use actors::error::Problem;
+use actors::{Result, Role};
+
+pub const REPORT_ROLES: &[Role] = &[Role::Admin, Role::BranchManager, Role::Auditor];
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/reports/sales").route(web::get().to(sales)))
+        .service(web::resource("/reports/sales/by-pharmacist").route(web::get().to(by_pharmacist)))
+        .service(web::resource("/reports/inventory").route(web::get().to(inventory)))
+        .service(web::resource("/reports/purchases").route(web::get().to(purchases)))
+        .service(web::resource("/reports/vat").route(web::get().to(vat)));
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct WindowQuery {
+    /// First day (`YYYY-MM-DD`, organisation time zone), inclusive; default
+    /// 29 days before `to_date`.
+    #[param(value_type = Option<String>, format = Date)]
+    pub from_date: Option<NaiveDate>,
+    /// Last day, inclusive; default today.
+    #[param(value_type = Option<String>, format = Date)]
+    pub to_date: Option<NaiveDate>,
+    /// One branch (default: every branch for admins and auditors, the
+    /// caller's own for a branch manager, who gets 403 naming another).
+    pub branch_id: Option<Uuid>,
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct BranchQuery {
+    /// One branch; see the windowed reports for who may name which.
+    pub branch_id: Option<Uuid>,
+}
+
+/// The branch a report covers. Auditors read the whole chain like admins;
+/// a branch manager is held to its own branch.
+fn report_branch(caller: &Caller, requested: Option<Uuid>) -> Result<Option<Uuid>> {
+    caller.require(REPORT_ROLES)?;
+    if caller.role == Role::Auditor {
+        return Ok(requested);
+    }
+    caller.branch_filter(requested)
+}
+
+/// Role, branch and window checks shared by the windowed reports, then
+/// the report itself on one pooled connection.
+async fn windowed<T, F>(state: &AppState, caller: &Caller, q: WindowQuery, run: F) -> Result<T>
+where
+    F: AsyncFnOnce(&deadpool_postgres::Object, &Scope<'_>) -> Result<T>,
+{
+    let branch = report_branch(caller, q.branch_id)?;
+    let window = DateWindow::optional(q.from_date, q.to_date)?;
+    let client = state.pool.get().await?;
+    let window: ReportWindow = window.or_last_days(&client, DEFAULT_WINDOW_DAYS).await?;
+    run(
+        &client,
+        &Scope {
+            window: &window,
+            branch,
+        },
+    )
+    .await
+}
+
+/// Totals, takings by day and payment method, the top 10 medicines with
+/// gross profit, and the 8 most recent sales.
+#[utoipa::path(get, path = "/api/v1/reports/sales", tag = "reports", security(("bearer" = [])),
+    params(WindowQuery),
+    responses((status = 200, body = SalesReport),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn sales(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Query(q): Query<WindowQuery>,
+) -> Result<HttpResponse> {
+    let report = windowed(&state, &caller, q, async |c, s| reports::sales(c, s).await).await?;
+    Ok(HttpResponse::Ok().json(report))
+}
+
+/// Per user and branch: sales count, revenue, VAT and average sale; revenue descending.
+#[utoipa::path(get, path = "/api/v1/reports/sales/by-pharmacist", tag = "reports", security(("bearer" = [])),
+    params(WindowQuery),
+    responses((status = 200, body = PharmacistReport),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn by_pharmacist(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Query(q): Query<WindowQuery>,
+) -> Result<HttpResponse> {
+    let report = windowed(&state, &caller, q, async |c, s| {
+        reports::by_pharmacist(c, s).await
+    })
+    .await?;
+    Ok(HttpResponse::Ok().json(report))
+}
+
+/// Stock now (no window): totals, value at selling price by category, and
+/// the 20 emptiest medicines. With `branch_id`, stock is that branch's ledger sum.
+#[utoipa::path(get, path = "/api/v1/reports/inventory", tag = "reports", security(("bearer" = [])),
+    params(BranchQuery),
+    responses((status = 200, body = InventoryReport),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn inventory(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Query(q): Query<BranchQuery>,
+) -> Result<HttpResponse> {
+    let branch = report_branch(&caller, q.branch_id)?;
+    let client = state.pool.get().await?;
+    Ok(HttpResponse::Ok().json(reports::inventory(&client, branch).await?))
+}
+
+/// Purchased batches received in the window: spend (`qty_received ×
+/// unit_cost`) in total, by supplier and for the top 20 medicines.
+#[utoipa::path(get, path = "/api/v1/reports/purchases", tag = "reports", security(("bearer" = [])),
+    params(WindowQuery),
+    responses((status = 200, body = PurchasesReport),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn purchases(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Query(q): Query<WindowQuery>,
+) -> Result<HttpResponse> {
+    let report = windowed(&state, &caller, q, async |c, s| {
+        reports::purchases(c, s).await
+    })
+    .await?;
+    Ok(HttpResponse::Ok().json(report))
+}
+
+/// VAT by month (`YYYY-MM`, newest first): zero-rated and standard-rated
+/// taxable amounts (`taxable_15` aliases `taxable_18`), VAT and grand total.
+#[utoipa::path(get, path = "/api/v1/reports/vat", tag = "reports", security(("bearer" = [])),
+    params(WindowQuery),
+    responses((status = 200, body = VatReport),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn vat(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Query(q): Query<WindowQuery>,
+) -> Result<HttpResponse> {
+    let report = windowed(&state, &caller, q, async |c, s| reports::vat(c, s).await).await?;
+    Ok(HttpResponse::Ok().json(report))
+}

@@ -13,4 +13,5 @@ pub mod bench;
 pub mod seed_large;
 pub mod state;
 pub mod store;
+pub mod sync;
 pub mod telemetry;

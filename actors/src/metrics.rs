@@ -54,3 +54,22 @@ pub static ACTORS_STARTED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     )
     .expect("metric registers once")
 });
+
+pub static SYNC_CHANGES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "sync_push_changes_total",
+        "Pushed changes by entity and outcome (accepted, or the rejection code; replays included)",
+        &["entity", "outcome"]
+    )
+    .expect("metric registers once")
+});
+
+pub static SYNC_PUSH_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
+    register_histogram_vec!(
+        "sync_push_batch_seconds",
+        "Time to apply one push batch, from its arrival at the device actor",
+        &["result"],
+        vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]
+    )
+    .expect("metric registers once")
+});

@@ -105,6 +105,15 @@ impl Handler<Flush> for Worker {
     fn handle(&mut self, _msg: Flush, _ctx: &mut Self::Context) {}
 }
 
+/// What a full mailbox does to a new message.
+#[derive(Debug, Clone, Copy)]
+enum Admission {
+    /// Refuse at once (503): the client retries.
+    Refuse,
+    /// Wait for a free slot: the sender is itself bounded.
+    Wait,
+}
+
 /// Mailbox capacities and the number of arbiter threads actors run on.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
@@ -147,12 +156,22 @@ impl Registry {
 
     /// Runs `cmd` on the branch's actor, after every command queued before it.
     pub async fn branch<C: Command>(&self, branch_id: Uuid, cmd: C) -> Result<C::Output> {
-        self.dispatch(Kind::Branch, branch_id, cmd).await
+        self.dispatch(Kind::Branch, branch_id, cmd, Admission::Refuse)
+            .await
+    }
+
+    /// Like `branch`, but waits for room in a full mailbox instead of
+    /// refusing: for work already admitted elsewhere (a device's push batch,
+    /// whose changes must be applied in order, not dropped halfway).
+    pub async fn branch_queued<C: Command>(&self, branch_id: Uuid, cmd: C) -> Result<C::Output> {
+        self.dispatch(Kind::Branch, branch_id, cmd, Admission::Wait)
+            .await
     }
 
     /// Runs `cmd` on the device's actor, after every command queued before it.
     pub async fn device<C: Command>(&self, device_id: Uuid, cmd: C) -> Result<C::Output> {
-        self.dispatch(Kind::Device, device_id, cmd).await
+        self.dispatch(Kind::Device, device_id, cmd, Admission::Refuse)
+            .await
     }
 
     fn capacity(&self, kind: Kind) -> usize {
@@ -199,9 +218,19 @@ impl Registry {
         }
     }
 
-    async fn dispatch<C: Command>(&self, kind: Kind, key: Uuid, cmd: C) -> Result<C::Output> {
+    async fn dispatch<C: Command>(
+        &self,
+        kind: Kind,
+        key: Uuid,
+        cmd: C,
+        admission: Admission,
+    ) -> Result<C::Output> {
         let handle = self.handle(kind, key);
-        let Ok(permit) = handle.permits.clone().try_acquire_owned() else {
+        let permit = match admission {
+            Admission::Refuse => handle.permits.clone().try_acquire_owned().ok(),
+            Admission::Wait => handle.permits.clone().acquire_owned().await.ok(),
+        };
+        let Some(permit) = permit else {
             metrics::MAILBOX_REJECTED
                 .with_label_values(&[kind.as_str()])
                 .inc();

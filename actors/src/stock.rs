@@ -136,6 +136,11 @@ pub struct Movement {
 /// below zero (then 400 and nothing changes), the movement row is written
 /// and the batch's sync change appended.
 pub async fn apply<C: GenericClient + Sync>(tx: &C, m: Movement) -> Result<Batch> {
+    record_movement(tx, m, Op::Update).await
+}
+
+/// `apply`, with the op its change travels as (`create` for a new batch).
+async fn record_movement<C: GenericClient + Sync>(tx: &C, m: Movement, op: Op) -> Result<Batch> {
     let rev = changes::allocate(tx).await?;
     let remaining = Expr::col("qty_remaining").add(m.delta);
     let status = Expr::case(remaining.clone().gt(0), "active").finally("depleted");
@@ -183,7 +188,7 @@ pub async fn apply<C: GenericClient + Sync>(tx: &C, m: Movement) -> Result<Batch
         ])
         .to_owned();
     db::execute(tx, &insert).await?;
-    emit(tx, rev, &batch, Op::Update).await?;
+    emit(tx, rev, &batch, op).await?;
     Ok(batch)
 }
 
@@ -261,17 +266,15 @@ pub async fn receive<C: GenericClient + Sync>(
         ])
         .to_owned();
     db::execute(tx, &insert).await?;
-    apply(
-        tx,
-        Movement {
-            batch_id: id,
-            delta: b.quantity,
-            kind,
-            reference,
-            user_id: b.user_id,
-        },
-    )
-    .await
+    let arrival = Movement {
+        batch_id: id,
+        delta: b.quantity,
+        kind,
+        reference,
+        user_id: b.user_id,
+    };
+    // The batch's first change row: tills learn of it as a `create`.
+    record_movement(tx, arrival, Op::Create).await
 }
 
 /// A locked batch with what it still holds, for first-expiry-first-out picks.
@@ -389,7 +392,8 @@ pub async fn on_hand<C: GenericClient + Sync>(
     Ok(db::fetch_one(c, &q).await?.get(0))
 }
 
-/// The ledger invariants; each returned line describes one violation.
+/// The ledger invariants (stock, invoice counters, balances, one sale per
+/// accepted pushed mutation); each returned line describes one violation.
 /// Used by tests and the benchmark's after-run checks.
 pub async fn invariant_violations<C: GenericClient + Sync>(c: &C) -> Result<Vec<String>> {
     let q = sea_query::raw_query!(
@@ -423,7 +427,22 @@ pub async fn invariant_violations<C: GenericClient + Sync>(c: &C) -> Result<Vec<
            LEFT JOIN (SELECT customer_id,
                              sum(CASE WHEN transaction_type = 'PAYMENT' THEN -amount ELSE amount END) AS total
                       FROM customer_ledger GROUP BY customer_id) l ON l.customer_id = cu.id
-           WHERE cu.current_balance <> coalesce(l.total, 0) OR cu.current_balance < 0"#
+           WHERE cu.current_balance <> coalesce(l.total, 0) OR cu.current_balance < 0
+           UNION ALL
+           SELECT 'device ' || p.device_id || ' mutation ' || p.client_mutation_id
+                  || ' was accepted as a sale but has ' || count(s.id) || ' sales'
+           FROM push_mutations p
+           LEFT JOIN sales s ON s.device_id = p.device_id
+                            AND s.client_mutation_id = p.client_mutation_id
+           WHERE p.entity = 'sale' AND p.outcome = 'accepted'
+           GROUP BY p.device_id, p.client_mutation_id HAVING count(s.id) <> 1
+           UNION ALL
+           SELECT 'sale ' || s.id || ' of device ' || s.device_id || ' has no accepted mutation'
+           FROM sales s
+           WHERE s.device_id IS NOT NULL AND NOT EXISTS (
+               SELECT 1 FROM push_mutations p
+               WHERE p.device_id = s.device_id AND p.client_mutation_id = s.client_mutation_id
+                 AND p.outcome = 'accepted')"#
     );
     let rows = db::raw_all(c, &q.sql, q.values).await?;
     Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())

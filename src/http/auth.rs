@@ -66,7 +66,7 @@ pub async fn login(
         "login:addr:{}",
         client_address(&req, state.config.http.trust_forwarded_for)
     );
-    let client = state.pool.get().await?;
+    let mut client = state.pool.get().await?;
     let window = cfg.login_window_secs;
     if rate_limits::count(&client, &email_key, window).await? >= cfg.login_failures_per_email
         || rate_limits::count(&client, &addr_key, window).await? >= cfg.login_failures_per_address
@@ -91,10 +91,12 @@ pub async fn login(
         rate_limits::hit(&client, &addr_key, window).await?;
         return Err(Error::Unauthorized(BAD_CREDENTIALS.to_owned()));
     };
-    users::touch_login(&client, creds.user.id).await?;
-    let mut user = creds.user;
-    user.last_login_at = Some(Utc::now());
-    let response = issue_pair(&client, &state, user, creds.org_id, Uuid::now_v7()).await?;
+    let tx = client.transaction().await?;
+    let user = users::touch_login(&tx, creds.user.id)
+        .await?
+        .unwrap_or(creds.user);
+    let response = issue_pair(&tx, &state, user, creds.org_id, Uuid::now_v7()).await?;
+    tx.commit().await?;
     Ok(HttpResponse::Ok().json(response))
 }
 

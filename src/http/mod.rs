@@ -2,8 +2,10 @@
 
 pub mod auth;
 pub mod branches;
+pub mod compliance;
 pub mod coupons;
 pub mod customers;
+pub mod devices;
 pub mod extract;
 pub mod health;
 pub mod medicines;
@@ -54,6 +56,8 @@ pub fn configure_api(cfg: &mut web::ServiceConfig) {
     customers::configure(cfg);
     suppliers::configure(cfg);
     sync::configure(cfg);
+    devices::configure(cfg);
+    compliance::configure(cfg);
     prescriptions::configure(cfg);
     dispensing::configure(cfg);
     approvals::configure(cfg);

@@ -79,7 +79,7 @@ pub const COLUMNS: [&str; 24] = [
 ];
 
 impl Medicine {
-    fn from_row(r: &Row) -> Self {
+    pub fn from_row(r: &Row) -> Self {
         Medicine {
             id: r.get("id"),
             name: r.get("name"),
@@ -136,6 +136,11 @@ impl Medicine {
             created_at: self.created_at,
             updated_at: self.updated_at,
         }
+    }
+
+    /// The snapshot shape as a JSON object (sync payloads, conflicts).
+    pub fn snapshot_json(&self) -> Result<serde_json::Value> {
+        serde_json::to_value(self.snapshot()).map_err(Error::internal)
     }
 
     pub fn snapshot(&self) -> MedicineSnapshot {
@@ -674,7 +679,7 @@ async fn emit<C: GenericClient + Sync>(tx: &C, rev: i64, m: &Medicine, op: Op) -
         entity_id: m.id.to_string(),
         op,
         branch_id: None,
-        payload: serde_json::to_value(m.snapshot()).map_err(Error::internal)?,
+        payload: m.snapshot_json()?,
     };
     changes::append(tx, rev, change).await
 }

@@ -2,15 +2,18 @@
 
 pub mod approvals;
 pub mod audit;
+pub mod books;
 pub mod branches;
 pub mod currency;
 pub mod customers;
+pub mod devices;
 pub mod marketing;
 pub mod medicines;
 pub mod prescriptions;
 pub mod printing;
 pub mod rate_limits;
 pub mod settings;
+pub mod snapshot;
 pub mod suppliers;
 pub mod synced;
 pub mod users;

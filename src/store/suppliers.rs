@@ -69,7 +69,7 @@ pub const COLUMNS: [&str; 16] = [
 ];
 
 impl Supplier {
-    fn from_row(r: &Row) -> Self {
+    pub fn from_row(r: &Row) -> Self {
         Supplier {
             id: r.get("id"),
             name: r.get("name"),

@@ -121,14 +121,24 @@ pub async fn org_of<C: GenericClient + Sync>(c: &C, user_id: Uuid) -> Result<Opt
     Ok(db::fetch_opt(c, &q).await?.map(|r| r.get(0)))
 }
 
-pub async fn touch_login<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<()> {
+/// Records a sign-in. `last_login_at` is in the synced User, so the write
+/// gets its rev and change row like any other (`updated_at` stays: the
+/// record itself did not change). Run it in a transaction.
+pub async fn touch_login<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Option<User>> {
+    let rev = changes::allocate(tx).await?;
     let q = Query::update()
         .table("users")
         .value("last_login_at", Utc::now())
+        .value("rev", rev)
         .and_where(Expr::col("id").eq(id))
+        .returning(Query::returning().columns(COLUMNS))
         .to_owned();
-    db::execute(c, &q).await?;
-    Ok(())
+    let Some(row) = db::fetch_opt(tx, &q).await? else {
+        return Ok(None);
+    };
+    let user = User::from_row(&row);
+    emit(tx, rev, &user, Op::Update).await?;
+    Ok(Some(user))
 }
 
 #[derive(Debug, Default)]

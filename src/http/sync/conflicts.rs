@@ -1,3 +1,86 @@
-use actix_web::web;
+//! `/sync/conflicts`: pushed updates that lost a `base_rev` race, for head
+//! office to resolve.
 
-pub fn configure(_cfg: &mut web::ServiceConfig) {}
+use actix_web::{web, HttpResponse};
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use crate::auth::Caller;
+use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
+use crate::state::AppState;
+use crate::sync::conflicts::{self, Conflict, Resolution, Strategy};
+use actors::error::Problem;
+use actors::{Error, Result, Role};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/sync/conflicts").route(web::get().to(list)))
+        .service(web::resource("/sync/conflicts/{id}/resolve").route(web::post().to(resolve)));
+}
+
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct ConflictPage {
+    pub items: Vec<Conflict>,
+    pub total: i64,
+    pub page: i64,
+    pub page_size: i64,
+}
+
+/// Pending conflicts, newest first (50 per page).
+#[utoipa::path(get, path = "/api/v1/sync/conflicts", tag = "sync", security(("bearer" = [])),
+    params(PageParams),
+    responses((status = 200, body = ConflictPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Query(paging): Query<PageParams>,
+) -> Result<HttpResponse> {
+    caller.require(&[Role::Admin])?;
+    let page = paging.resolve(50)?;
+    let client = state.pool.get().await?;
+    let (items, total) = conflicts::pending(&client, caller.org_id, page).await?;
+    Ok(HttpResponse::Ok().json(Paged::new(items, total, page)))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ResolveRequest {
+    /// `last_write_wins`, `client`, `server` or `merge`.
+    pub strategy: Option<String>,
+}
+
+/// Resolves a pending conflict. `client` writes the till's fields, `server`
+/// keeps the server row, `last_write_wins` keeps the later `updated_at`,
+/// `merge` writes the till's changed fields unless the server changed one of
+/// them too (409).
+#[utoipa::path(post, path = "/api/v1/sync/conflicts/{id}/resolve", tag = "sync", security(("bearer" = [])),
+    params(("id" = String, Path)), request_body = ResolveRequest,
+    responses((status = 200, body = Resolution), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json")))]
+pub async fn resolve(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+    Json(body): Json<ResolveRequest>,
+) -> Result<HttpResponse> {
+    caller.require(&[Role::Admin])?;
+    let strategy = body
+        .strategy
+        .as_deref()
+        .and_then(Strategy::parse)
+        .ok_or_else(|| {
+            Error::validation(
+                "strategy",
+                "`strategy` must be one of last_write_wins, client, server, merge.",
+            )
+        })?;
+    let id = path_id(&id, "Conflict")?;
+    let mut client = state.pool.get().await?;
+    let tx = client.transaction().await?;
+    let resolution = conflicts::resolve(&tx, caller.org_id, id, strategy, caller.user_id).await?;
+    tx.commit().await?;
+    Ok(HttpResponse::Ok().json(resolution))
+}

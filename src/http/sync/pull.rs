@@ -1,3 +1,102 @@
-use actix_web::web;
+//! What tills pull: `GET /sync/snapshot` once, then `GET /sync/changes`
+//! from its `max_rev` on. Both are branch-scoped for non-admins: their own
+//! branch's rows and the organisation-wide ones.
 
-pub fn configure(_cfg: &mut web::ServiceConfig) {}
+use actix_web::{web, HttpResponse};
+use serde::Deserialize;
+
+use crate::auth::Caller;
+use crate::http::extract::Query;
+use crate::state::AppState;
+use crate::store::snapshot::{self, ChangeFeed, Scope, Snapshot};
+use actors::error::Problem;
+use actors::{Error, Result};
+
+/// Changes per page unless `limit` says otherwise, and the most it may say.
+pub const DEFAULT_LIMIT: i64 = 500;
+pub const MAX_LIMIT: i64 = 5000;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/sync/snapshot").route(web::get().to(snapshot)))
+        .service(web::resource("/sync/changes").route(web::get().to(changes)));
+}
+
+/// An admin mirrors every branch; anyone else its own.
+fn scope(caller: &Caller) -> Scope {
+    (!caller.is_admin()).then_some(caller.branch_id)
+}
+
+/// Every live synced row the caller may mirror, read in one consistent
+/// transaction: the arrays hold exactly the writes up to `max_rev`. Deleted
+/// rows are left out (the change feed carries their tombstones); deactivated
+/// ones are in, with `is_active` 0. A non-admin gets only its own branch, its
+/// branch's users and batches, and medicine `stock_quantity` at its branch; an
+/// admin every branch, user and batch, and chain-wide stock.
+#[utoipa::path(get, path = "/api/v1/sync/snapshot", tag = "sync", security(("bearer" = [])),
+    responses((status = 200, body = Snapshot), (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 503, body = Problem, content_type = "application/problem+json")))]
+pub async fn snapshot(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse> {
+    let snapshot = snapshot::read(&state.pool, scope(&caller)).await?;
+    Ok(HttpResponse::Ok().json(snapshot))
+}
+
+/// `since` and `limit`, parsed here so a bad value names its parameter.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ChangesQuery {
+    /// The cursor: `max_rev` of the snapshot or of the previous page (default 0).
+    #[param(value_type = Option<i64>, minimum = 0)]
+    pub since: Option<String>,
+    /// Changes per page: default 500, at most 5000.
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 5000)]
+    pub limit: Option<String>,
+}
+
+impl ChangesQuery {
+    fn since(&self) -> Result<i64> {
+        let Some(raw) = self.since.as_deref() else {
+            return Ok(0);
+        };
+        match raw.trim().parse::<i64>() {
+            Ok(n) if n >= 0 => Ok(n),
+            _ => Err(Error::validation(
+                "since",
+                "`since` must be a whole number, 0 or more.",
+            )),
+        }
+    }
+
+    fn limit(&self) -> Result<i64> {
+        let Some(raw) = self.limit.as_deref() else {
+            return Ok(DEFAULT_LIMIT);
+        };
+        match raw.trim().parse::<i64>() {
+            Ok(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n),
+            _ => Err(Error::validation(
+                "limit",
+                format!("`limit` must be a whole number from 1 to {MAX_LIMIT}."),
+            )),
+        }
+    }
+}
+
+/// Changes after `since`, in rev order, that the caller may see (a
+/// non-admin: its branch's and the organisation-wide ones). Soft deletes come
+/// as `op: "delete"` tombstones. `max_rev` is always the cursor to pass as the
+/// next `since`: the settled horizon when `has_more` is false, else the rev of
+/// the last change returned. Every rev up to `max_rev` is final, so paging this
+/// way never skips or repeats a change.
+#[utoipa::path(get, path = "/api/v1/sync/changes", tag = "sync", security(("bearer" = [])),
+    params(ChangesQuery),
+    responses((status = 200, body = ChangeFeed), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 503, body = Problem, content_type = "application/problem+json")))]
+pub async fn changes(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Query(q): Query<ChangesQuery>,
+) -> Result<HttpResponse> {
+    let (since, limit) = (q.since()?, q.limit()?);
+    let feed = snapshot::feed(&state.pool, scope(&caller), since, limit).await?;
+    Ok(HttpResponse::Ok().json(feed))
+}

@@ -1,3 +1,149 @@
-use actix_web::web;
+//! `POST /sync/push`: a till's queued changes, handed to its device's actor.
 
-pub fn configure(_cfg: &mut web::ServiceConfig) {}
+use actix_web::{web, HttpResponse};
+use serde_json::Value as Json;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::auth::Caller;
+use crate::http::extract::{Json as Body, PushBodyLimit};
+use crate::state::AppState;
+use crate::store::devices;
+use crate::sync::push::{Change, PushBatch, Pusher, MAX_CHANGES};
+use actors::error::Problem;
+use actors::{Error, Result, Role};
+
+const PUSHERS: &[Role] = &[Role::Admin, Role::Cashier];
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/sync/push")
+            .app_data(PushBodyLimit)
+            .route(web::post().to(push)),
+    );
+}
+
+/// One queued change.
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)]
+pub struct PushChange {
+    /// The till's id for this change; a repeat has one effect and gets the
+    /// first answer again.
+    client_mutation_id: String,
+    /// `sale`, `customer`, `supplier` or `medicine`.
+    entity: String,
+    /// `create` (sale, customer, supplier, medicine), `update`, `delete`
+    /// (customer, supplier, medicine).
+    op: String,
+    /// A sale: the `POST /sales` body (plus `occurred_at` for a sale made
+    /// offline). Others: the record's fields; `update`/`delete` name its `id`
+    /// and may carry `base_rev`.
+    #[schema(value_type = Object)]
+    payload: Json,
+}
+
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)]
+pub struct PushRequest {
+    device_id: String,
+    /// At most 500 changes, applied in order.
+    changes: Vec<PushChange>,
+}
+
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)]
+pub struct AcceptedChange {
+    client_mutation_id: String,
+    /// The record's id (a sale's id for a sale).
+    id: String,
+    /// Sales only: the branch invoice counter value.
+    icv: Option<i64>,
+    /// Sales only.
+    invoice_number: Option<String>,
+}
+
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)]
+pub struct RejectedChange {
+    client_mutation_id: Option<String>,
+    /// `invalid`, `not_found`, `forbidden`, `refused`, `unsupported`,
+    /// `conflict` or `idempotency_mismatch`.
+    code: String,
+    /// A readable reason; for `conflict`, the conflict's id.
+    message: String,
+    /// `conflict` only: the recorded conflict's id.
+    conflict_id: Option<String>,
+    /// `invalid` only, where one field is at fault.
+    field: Option<String>,
+}
+
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)]
+pub struct PushAnswer {
+    accepted: Vec<AcceptedChange>,
+    rejected: Vec<RejectedChange>,
+}
+
+/// Applies a till's changes in order, each in its own transaction; batches
+/// of one device one at a time, devices in parallel.
+#[utoipa::path(post, path = "/api/v1/sync/push", tag = "sync", security(("bearer" = [])),
+    request_body = PushRequest,
+    responses((status = 200, body = PushAnswer), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 413, body = Problem, content_type = "application/problem+json"),
+        (status = 503, body = Problem, content_type = "application/problem+json")))]
+pub async fn push(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Body(body): Body<Json>,
+) -> Result<HttpResponse> {
+    caller.require(PUSHERS)?;
+    let device_id = body
+        .get("device_id")
+        .and_then(Json::as_str)
+        .ok_or_else(|| Error::validation("device_id", "`device_id` is required (a string)."))?;
+    let changes = body
+        .get("changes")
+        .and_then(Json::as_array)
+        .ok_or_else(|| Error::validation("changes", "`changes` is required (an array)."))?;
+    if changes.len() > MAX_CHANGES {
+        return Err(Error::PayloadTooLarge(format!(
+            "A push may carry at most {MAX_CHANGES} changes; this one has {}.",
+            changes.len()
+        )));
+    }
+    let device = device(&state, &caller, device_id).await?;
+    let span = tracing::info_span!("push", device_id = %device.id, changes = changes.len());
+    let batch = PushBatch {
+        pusher: Pusher {
+            device_id: device.id,
+            branch_id: device.branch_id,
+            user_id: caller.user_id,
+            role: caller.role,
+            org_id: caller.org_id,
+        },
+        changes: changes.iter().map(Change::parse).collect(),
+        actors: state.actors.clone(),
+        span,
+    };
+    let outcome = state.actors.device(device.id, batch).await?;
+    Ok(HttpResponse::Ok().json(outcome))
+}
+
+/// The device, if the caller may push for it: 404 unknown; 403 another
+/// branch's device (admins excepted) or revoked.
+async fn device(state: &AppState, caller: &Caller, id: &str) -> Result<devices::Device> {
+    let not_found = || Error::not_found("Device not found");
+    let id: Uuid = id.parse().map_err(|_| not_found())?;
+    let client = state.pool.get().await?;
+    let device = devices::get(&client, id).await?.ok_or_else(not_found)?;
+    if device.branch_id != caller.branch_id && !caller.is_admin() {
+        return Err(Error::forbidden("This device belongs to another branch."));
+    }
+    if device.is_revoked() {
+        return Err(Error::forbidden("This device is revoked."));
+    }
+    Ok(device)
+}

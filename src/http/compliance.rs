@@ -1,0 +1,258 @@
+//! /compliance: the books an inspector reads.
+//!
+//! Every book is readable by any signed-in user, scoped to the caller's
+//! branch (an admin sees every branch, or the one `branch_id` names), and
+//! paged with 50 rows by default. The prescription book and the classified
+//! drugs register also export as CSV (`Accept: text/csv` or `?format=csv`),
+//! every row of the window in one file.
+
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::auth::Caller;
+use crate::http::extract::{PageParams, Paged, Query};
+use crate::http::window::DateWindow;
+use crate::state::AppState;
+use crate::store::books::{self, ClassifiedBookRow, FiscalPayload, PrescriptionBookRow, Scope};
+use crate::store::devices::{self, RegisterRow};
+use actors::error::Problem;
+use actors::{Error, Result};
+
+/// Default page size of every compliance book (the spec's Limits table).
+pub const BOOK_PAGE_SIZE: i64 = 50;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/compliance/devices").route(web::get().to(devices)))
+        .service(
+            web::resource("/compliance/prescription-book").route(web::get().to(prescription_book)),
+        )
+        .service(
+            web::resource("/compliance/classified-drugs-book")
+                .route(web::get().to(classified_drugs_book)),
+        )
+        .service(
+            web::resource("/compliance/fiscal-preview/{sale_id}")
+                .route(web::get().to(fiscal_preview)),
+        );
+}
+
+/// The branch filter every book takes.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct BranchFilter {
+    /// Admins: only this branch. Others may name only their own branch (else 403).
+    #[param(value_type = Option<String>)]
+    pub branch_id: Option<Uuid>,
+}
+
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct DeviceRegisterPage {
+    pub items: Vec<RegisterRow>,
+    pub total: i64,
+    pub page: i64,
+    pub page_size: i64,
+}
+
+/// The device register: every till ever registered (revoked ones too),
+/// newest first, each with its branch's name. An empty list means none.
+#[utoipa::path(get, path = "/api/v1/compliance/devices", tag = "compliance", security(("bearer" = [])),
+    params(BranchFilter, PageParams),
+    responses((status = 200, body = DeviceRegisterPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn devices(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Query(filter): Query<BranchFilter>,
+    Query(paging): Query<PageParams>,
+) -> Result<HttpResponse> {
+    let page = paging.resolve(BOOK_PAGE_SIZE)?;
+    let branch = caller.branch_filter(filter.branch_id)?;
+    let client = state.pool.get().await?;
+    let (items, total) = devices::register(&client, branch, page).await?;
+    Ok(HttpResponse::Ok().json(Paged::new(items, total, page)))
+}
+
+/// Filters of the two books.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct BookQuery {
+    /// Admins: only this branch. Others may name only their own branch (else 403).
+    #[param(value_type = Option<String>)]
+    pub branch_id: Option<Uuid>,
+    /// First day (`YYYY-MM-DD`, organisation time zone), inclusive.
+    pub from_date: Option<String>,
+    /// Last day (`YYYY-MM-DD`), inclusive.
+    pub to_date: Option<String>,
+    /// `csv` exports every row of the window as CSV (as does `Accept: text/csv`).
+    pub format: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PrescriptionBookPage {
+    pub items: Vec<PrescriptionBookRow>,
+    pub total: i64,
+    pub page: i64,
+    pub page_size: i64,
+    /// Keep these records 2 years for inspection.
+    pub retention_note: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClassifiedBookPage {
+    pub items: Vec<ClassifiedBookRow>,
+    pub total: i64,
+    pub page: i64,
+    pub page_size: i64,
+    /// The statutory record of classes A/B/C group II.
+    pub retention_note: String,
+}
+
+/// The book's scope and whether CSV was asked for.
+async fn scope(
+    state: &AppState,
+    caller: &Caller,
+    req: &HttpRequest,
+    q: &BookQuery,
+) -> Result<(Scope, bool)> {
+    let window = DateWindow::parse(q.from_date.as_deref(), q.to_date.as_deref())?;
+    let branch_id = caller.branch_filter(q.branch_id)?;
+    let csv = match q.format.as_deref().map(str::trim) {
+        None | Some("") | Some("json") => wants_csv(req),
+        Some("csv") => true,
+        Some(_) => {
+            return Err(Error::validation("format", "`format` must be json or csv."));
+        }
+    };
+    let client = state.pool.get().await?;
+    let bounds = window.bounds(&client).await?;
+    Ok((Scope { branch_id, bounds }, csv))
+}
+
+fn wants_csv(req: &HttpRequest) -> bool {
+    req.headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().contains("text/csv"))
+}
+
+/// Rows as a CSV download: a header row from the field names (also when
+/// there are no rows), one line each.
+fn csv_response<T: Serialize + Default>(name: &str, rows: &[T]) -> Result<HttpResponse> {
+    let body = if rows.is_empty() {
+        // The header row of a default row, without the row itself.
+        let mut one = csv::Writer::from_writer(Vec::new());
+        one.serialize(T::default()).map_err(Error::internal)?;
+        let text = one.into_inner().map_err(Error::internal)?;
+        let header_end = text
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(text.len(), |i| i + 1);
+        text[..header_end].to_vec()
+    } else {
+        let mut out = csv::Writer::from_writer(Vec::new());
+        for row in rows {
+            out.serialize(row).map_err(Error::internal)?;
+        }
+        out.into_inner().map_err(Error::internal)?
+    };
+    Ok(HttpResponse::Ok()
+        .content_type("text/csv; charset=utf-8")
+        .insert_header((
+            header::CONTENT_DISPOSITION,
+            format!("attachment; filename=\"{name}.csv\""),
+        ))
+        .body(body))
+}
+
+/// The prescription book: every live prescription of the window, newest
+/// first, with its line count. Deleted prescriptions never appear.
+#[utoipa::path(get, path = "/api/v1/compliance/prescription-book", tag = "compliance", security(("bearer" = [])),
+    params(BookQuery, PageParams),
+    responses((status = 200, content((PrescriptionBookPage = "application/json"), (String = "text/csv"))),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn prescription_book(
+    state: web::Data<AppState>,
+    caller: Caller,
+    req: HttpRequest,
+    Query(q): Query<BookQuery>,
+    Query(paging): Query<PageParams>,
+) -> Result<HttpResponse> {
+    let page = paging.resolve(BOOK_PAGE_SIZE)?;
+    let (scope, csv) = scope(&state, &caller, &req, &q).await?;
+    let client = state.pool.get().await?;
+    if csv {
+        let (rows, _) = books::prescription_book(&client, scope, None).await?;
+        return csv_response("prescription-book", &rows);
+    }
+    let paging = Some((page.offset(), page.limit()));
+    let (items, total) = books::prescription_book(&client, scope, paging).await?;
+    Ok(HttpResponse::Ok().json(PrescriptionBookPage {
+        items,
+        total,
+        page: page.page,
+        page_size: page.page_size,
+        retention_note: books::PRESCRIPTION_BOOK_NOTE.to_owned(),
+    }))
+}
+
+/// The classified-drugs register: every dispensing of a controlled
+/// medicine in the window, newest first.
+#[utoipa::path(get, path = "/api/v1/compliance/classified-drugs-book", tag = "compliance", security(("bearer" = [])),
+    params(BookQuery, PageParams),
+    responses((status = 200, content((ClassifiedBookPage = "application/json"), (String = "text/csv"))),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn classified_drugs_book(
+    state: web::Data<AppState>,
+    caller: Caller,
+    req: HttpRequest,
+    Query(q): Query<BookQuery>,
+    Query(paging): Query<PageParams>,
+) -> Result<HttpResponse> {
+    let page = paging.resolve(BOOK_PAGE_SIZE)?;
+    let (scope, csv) = scope(&state, &caller, &req, &q).await?;
+    let client = state.pool.get().await?;
+    if csv {
+        let (rows, _) = books::classified_book(&client, scope, None).await?;
+        return csv_response("classified-drugs-book", &rows);
+    }
+    let paging = Some((page.offset(), page.limit()));
+    let (items, total) = books::classified_book(&client, scope, paging).await?;
+    Ok(HttpResponse::Ok().json(ClassifiedBookPage {
+        items,
+        total,
+        page: page.page,
+        page_size: page.page_size,
+        retention_note: books::CLASSIFIED_BOOK_NOTE.to_owned(),
+    }))
+}
+
+/// The fiscal payload of a sale, read-only: what would be submitted to the
+/// national fiscal system.
+#[utoipa::path(get, path = "/api/v1/compliance/fiscal-preview/{sale_id}", tag = "compliance", security(("bearer" = [])),
+    params(("sale_id" = String, Path)),
+    responses((status = 200, body = FiscalPayload),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn fiscal_preview(
+    state: web::Data<AppState>,
+    caller: Caller,
+    sale_id: web::Path<String>,
+) -> Result<HttpResponse> {
+    let not_found = || Error::not_found("Sale not found");
+    let id: Uuid = sale_id.parse().map_err(|_| not_found())?;
+    let client = state.pool.get().await?;
+    let sale = actors::sales::get(&client, id)
+        .await?
+        .filter(|s| caller.can_see_branch(s.branch_id))
+        .ok_or_else(not_found)?;
+    let payload = books::fiscal_payload(&client, sale).await?;
+    Ok(HttpResponse::Ok().json(payload))
+}

@@ -1,0 +1,117 @@
+//! `/devices`: registering and revoking tills. Admins manage any branch's
+//! devices, branch managers their own branch's. The register itself is
+//! `GET /compliance/devices`.
+
+use actix_web::{web, HttpResponse};
+use serde::Deserialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::auth::Caller;
+use crate::http::extract::{path_id, Json};
+use crate::state::AppState;
+use crate::store::devices::{self, Device};
+use crate::store::{audit, branches};
+use actors::error::Problem;
+use actors::{input, Error, Result, Role};
+
+/// Who may register and revoke devices.
+const MANAGERS: &[Role] = &[Role::Admin, Role::BranchManager];
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/devices").route(web::post().to(create)))
+        .service(web::resource("/devices/{id}/revoke").route(web::post().to(revoke)));
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct DeviceCreate {
+    /// A label staff recognise (`Till 2`).
+    pub name: String,
+    /// The branch the till works for (default: the caller's own).
+    #[schema(value_type = Option<String>)]
+    pub branch_id: Option<Uuid>,
+}
+
+fn not_found() -> Error {
+    Error::not_found("Device not found")
+}
+
+/// Registers a till. A branch manager naming another branch gets 403; an
+/// unknown or deleted branch is 400 naming `branch_id`.
+#[utoipa::path(post, path = "/api/v1/devices", tag = "devices", security(("bearer" = [])),
+    request_body = DeviceCreate,
+    responses((status = 201, body = Device), (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+pub async fn create(
+    state: web::Data<AppState>,
+    caller: Caller,
+    Json(body): Json<DeviceCreate>,
+) -> Result<HttpResponse> {
+    caller.require(MANAGERS)?;
+    let branch_id = caller.branch_scope(body.branch_id)?;
+    let name = input::required_text("name", &body.name, 200)?;
+    let mut client = state.pool.get().await?;
+    if branches::get(&client, branch_id).await?.is_none() {
+        return Err(Error::validation(
+            "branch_id",
+            "There is no such branch (it may have been deleted).",
+        ));
+    }
+    let tx = client.transaction().await?;
+    let device = devices::insert(&tx, branch_id, &name, caller.user_id).await?;
+    audit(&tx, &caller, "device.create", None, &device).await?;
+    tx.commit().await?;
+    Ok(HttpResponse::Created().json(device))
+}
+
+/// Revokes a till: its pushes are refused from then on; it stays in the
+/// register. Revoking a revoked device answers 200 with it unchanged (and
+/// writes no second audit entry).
+#[utoipa::path(post, path = "/api/v1/devices/{id}/revoke", tag = "devices", security(("bearer" = [])),
+    params(("id" = String, Path)),
+    responses((status = 200, body = Device), (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn revoke(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<HttpResponse> {
+    caller.require(MANAGERS)?;
+    let id = path_id(&id, "Device")?;
+    let mut client = state.pool.get().await?;
+    let tx = client.transaction().await?;
+    // Locked, so two revocations write one audit entry between them.
+    let before = devices::lock(&tx, id).await?.ok_or_else(not_found)?;
+    caller.branch_scope(Some(before.branch_id))?;
+    if before.is_revoked() {
+        return Ok(HttpResponse::Ok().json(before));
+    }
+    let after = devices::revoke(&tx, id).await?.ok_or_else(not_found)?;
+    audit(&tx, &caller, "device.revoke", Some(&before), &after).await?;
+    tx.commit().await?;
+    Ok(HttpResponse::Ok().json(after))
+}
+
+async fn audit(
+    tx: &deadpool_postgres::Transaction<'_>,
+    caller: &Caller,
+    action: &str,
+    before: Option<&Device>,
+    after: &Device,
+) -> Result<()> {
+    let json = |d: &Device| serde_json::to_value(d).map_err(Error::internal);
+    audit::write(
+        tx,
+        audit::Entry {
+            actor_id: Some(caller.user_id),
+            action,
+            entity_type: "device",
+            entity_id: after.id.to_string(),
+            before: before.map(json).transpose()?,
+            after: Some(json(after)?),
+        },
+    )
+    .await
+}

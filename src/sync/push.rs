@@ -1,0 +1,593 @@
+//! Sync push: a till's queued changes, applied by that device's actor one
+//! batch at a time in arrival order, each change in its own transaction.
+//!
+//! One effect per `(device_id, client_mutation_id)`, kept forever: the
+//! change's transaction first claims its key in `push_mutations` (a second
+//! server process pushing the same key waits on the primary key), applies
+//! the effect inside a savepoint, and stores the answer in the same commit.
+//! A replay reads that answer back verbatim, whether it was an acceptance or
+//! a rejection. Sales go to the branch's actor and through the same code
+//! as `POST /sales`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::{DateTime, Duration, Utc};
+use deadpool_postgres::{GenericClient, Transaction};
+use sea_query::{Expr, ExprTrait, OnConflict, Query};
+use serde_json::{json, Value as Json};
+use sha2::{Digest, Sha256};
+use tracing::Instrument;
+use uuid::Uuid;
+
+use actors::db::Pool;
+use actors::metrics::{SYNC_CHANGES, SYNC_PUSH_SECONDS};
+use actors::sales::SaleRequest;
+use actors::{db, Command, Error, Registry, Result, Role};
+
+use crate::store::devices;
+use crate::sync::conflicts::{self, NewConflict, Origin};
+use crate::sync::entities::{same, Entity};
+
+/// Most changes one push may carry.
+pub const MAX_CHANGES: usize = 500;
+/// How far in the past an offline sale may be dated.
+const MAX_SALE_AGE_DAYS: i64 = 90;
+
+/// Who pushes, for which device, and where its sales land.
+#[derive(Debug, Clone)]
+pub struct Pusher {
+    pub device_id: Uuid,
+    /// The device's branch: pushed sales are made there.
+    pub branch_id: Uuid,
+    pub user_id: Uuid,
+    pub role: Role,
+    pub org_id: Uuid,
+}
+
+/// One change as the till sent it, with the digest that tells a retry from
+/// a different change reusing its mutation id.
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub client_mutation_id: Option<String>,
+    pub entity: String,
+    pub op: String,
+    pub payload: Json,
+    digest: String,
+}
+
+impl Change {
+    pub fn parse(raw: &Json) -> Change {
+        let text = |k: &str| raw.get(k).and_then(Json::as_str).unwrap_or_default();
+        let payload = raw.get("payload").cloned().unwrap_or(Json::Null);
+        let canonical = json!({"entity": text("entity"), "op": text("op"), "payload": payload});
+        Change {
+            client_mutation_id: raw
+                .get("client_mutation_id")
+                .and_then(Json::as_str)
+                .map(str::to_owned),
+            entity: text("entity").to_owned(),
+            op: text("op").to_owned(),
+            payload,
+            digest: hex::encode(Sha256::digest(canonical.to_string().as_bytes())),
+        }
+    }
+}
+
+/// The push answer: `accepted[]` and `rejected[]`, each entry exactly as
+/// first answered for its mutation id.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct PushOutcome {
+    pub accepted: Vec<Json>,
+    pub rejected: Vec<Json>,
+}
+
+/// A push batch for the device's actor.
+pub struct PushBatch {
+    pub pusher: Pusher,
+    pub changes: Vec<Change>,
+    pub actors: Arc<Registry>,
+    pub span: tracing::Span,
+}
+
+impl Command for PushBatch {
+    type Output = PushOutcome;
+    const NAME: &'static str = "push_batch";
+
+    async fn run(self, pool: Pool) -> Result<PushOutcome> {
+        let span = self.span.clone();
+        async move {
+            let started = Instant::now();
+            let result = self.apply(&pool).await;
+            let label = if result.is_ok() { "ok" } else { "error" };
+            SYNC_PUSH_SECONDS
+                .with_label_values(&[label])
+                .observe(started.elapsed().as_secs_f64());
+            match &result {
+                Ok(o) => tracing::info!(
+                    accepted = o.accepted.len(),
+                    rejected = o.rejected.len(),
+                    "push batch applied"
+                ),
+                Err(e) => tracing::warn!(error = %e, "push batch stopped; the device retries"),
+            }
+            result
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+impl PushBatch {
+    async fn apply(mut self, pool: &Pool) -> Result<PushOutcome> {
+        // Checked again here, in order with the device's other batches: a
+        // batch queued before a revocation is refused once it is revoked.
+        let client = pool.get().await?;
+        let device = devices::get(&client, self.pusher.device_id)
+            .await?
+            .ok_or_else(|| Error::not_found("Device not found"))?;
+        if device.is_revoked() {
+            return Err(Error::forbidden("This device is revoked."));
+        }
+        devices::touch(&client, device.id).await?;
+        drop(client);
+        let mut outcome = PushOutcome::default();
+        for change in std::mem::take(&mut self.changes) {
+            let (accepted, answer) = self.route(pool, change).await?;
+            if accepted {
+                outcome.accepted.push(answer);
+            } else {
+                outcome.rejected.push(answer);
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Sales run on the branch's actor (stock, counter and balances of a
+    /// branch change one at a time); catalogue changes run here.
+    async fn route(&self, pool: &Pool, change: Change) -> Result<(bool, Json)> {
+        if change.entity == "sale" && change.op == "create" {
+            let job = ApplyChange {
+                pusher: self.pusher.clone(),
+                change,
+                span: tracing::Span::current(),
+            };
+            self.actors.branch_queued(self.pusher.branch_id, job).await
+        } else {
+            apply_change(pool, &self.pusher, change).await
+        }
+    }
+}
+
+/// One change on the branch actor.
+struct ApplyChange {
+    pusher: Pusher,
+    change: Change,
+    span: tracing::Span,
+}
+
+impl Command for ApplyChange {
+    type Output = (bool, Json);
+    const NAME: &'static str = "push_sale";
+
+    async fn run(self, pool: Pool) -> Result<(bool, Json)> {
+        apply_change(&pool, &self.pusher, self.change)
+            .instrument(self.span)
+            .await
+    }
+}
+
+/// What a change did, before it is written down as the answer.
+enum Verdict {
+    Accepted {
+        id: String,
+        icv: Option<i64>,
+        invoice_number: Option<String>,
+    },
+    Conflict(NewConflict),
+    /// An entity or op this server does not apply.
+    Unsupported(String),
+}
+
+/// Applies one change in its own transaction and answers `(accepted,
+/// entry)`. A client mistake is a rejection; a fault of ours or of the
+/// database stops the batch (the device retries; what was applied replays).
+async fn apply_change(pool: &Pool, pusher: &Pusher, change: Change) -> Result<(bool, Json)> {
+    let Some(cmid) = valid_mutation_id(change.client_mutation_id.as_deref()) else {
+        let answer = rejected(
+            change.client_mutation_id.as_deref(),
+            "invalid",
+            "Each change needs a `client_mutation_id` of 1 to 200 characters.",
+        );
+        count(&change.entity, "invalid");
+        return Ok((false, answer));
+    };
+    let mut client = pool.get().await?;
+    let mut tx = client.transaction().await?;
+    if let Some(stored) = claim(&tx, pusher.device_id, cmid, &change).await? {
+        tx.commit().await?;
+        return Ok(stored);
+    }
+    let verdict = {
+        let sp = tx.savepoint("change").await?;
+        match effect(&sp, pusher, cmid, &change).await {
+            Ok(v) => {
+                sp.commit().await?;
+                Ok(v)
+            }
+            Err(e) if rejects(&e) => {
+                sp.rollback().await?;
+                Err(e)
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let (accepted, answer, entity_id) = match verdict {
+        Ok(Verdict::Accepted {
+            id,
+            icv,
+            invoice_number,
+        }) => {
+            let answer = json!({
+                "client_mutation_id": cmid,
+                "id": id,
+                "icv": icv,
+                "invoice_number": invoice_number,
+            });
+            (true, answer, Some(id))
+        }
+        Ok(Verdict::Conflict(c)) => {
+            let entity_id = c.entity_id.to_string();
+            let origin = Origin {
+                org_id: pusher.org_id,
+                branch_id: pusher.branch_id,
+                device_id: pusher.device_id,
+                user_id: pusher.user_id,
+                client_mutation_id: cmid,
+            };
+            let id = conflicts::insert(&tx, &origin, c).await?;
+            let mut answer = rejected(Some(cmid), "conflict", &id.to_string());
+            answer["conflict_id"] = json!(id);
+            (false, answer, Some(entity_id))
+        }
+        Ok(Verdict::Unsupported(why)) => (false, rejected(Some(cmid), "unsupported", &why), None),
+        Err(e) => (false, rejection(cmid, &e), None),
+    };
+    store_answer(&tx, pusher.device_id, cmid, accepted, &answer, entity_id).await?;
+    tx.commit().await?;
+    let outcome = if accepted {
+        "accepted"
+    } else {
+        answer["code"].as_str().unwrap_or("rejected")
+    };
+    count(&change.entity, outcome);
+    tracing::info!(
+        client_mutation_id = cmid,
+        entity = %change.entity,
+        op = %change.op,
+        outcome,
+        "push change"
+    );
+    Ok((accepted, answer))
+}
+
+fn valid_mutation_id(id: Option<&str>) -> Option<&str> {
+    id.filter(|s| !s.trim().is_empty() && s.chars().count() <= 200)
+}
+
+fn count(entity: &str, outcome: &str) {
+    let entity = match entity {
+        "sale" | "customer" | "supplier" | "medicine" => entity,
+        _ => "other",
+    };
+    SYNC_CHANGES.with_label_values(&[entity, outcome]).inc();
+}
+
+/// Claims the mutation id for this transaction; when it was claimed before,
+/// answers what was answered then (or `idempotency_mismatch` when the
+/// payload differs). Waits for a concurrent claimant to finish.
+async fn claim(
+    tx: &Transaction<'_>,
+    device_id: Uuid,
+    cmid: &str,
+    change: &Change,
+) -> Result<Option<(bool, Json)>> {
+    let insert = Query::insert()
+        .into_table("push_mutations")
+        .columns([
+            "device_id",
+            "client_mutation_id",
+            "request_digest",
+            "entity",
+            "op",
+        ])
+        .values_panic([
+            device_id.into(),
+            cmid.into(),
+            change.digest.clone().into(),
+            change.entity.clone().into(),
+            change.op.clone().into(),
+        ])
+        .on_conflict(
+            OnConflict::columns(["device_id", "client_mutation_id"])
+                .do_nothing()
+                .to_owned(),
+        )
+        .returning_col("device_id")
+        .to_owned();
+    if db::fetch_opt(tx, &insert).await?.is_some() {
+        return Ok(None);
+    }
+    let q = Query::select()
+        .columns(["request_digest", "outcome", "answer"])
+        .from("push_mutations")
+        .and_where(Expr::col("device_id").eq(device_id))
+        .and_where(Expr::col("client_mutation_id").eq(cmid))
+        .to_owned();
+    let row = db::fetch_one(tx, &q).await?;
+    let digest: String = row.get("request_digest");
+    if digest != change.digest {
+        count(&change.entity, "idempotency_mismatch");
+        return Ok(Some((
+            false,
+            rejected(
+                Some(cmid),
+                "idempotency_mismatch",
+                "This client_mutation_id was already used for a different change.",
+            ),
+        )));
+    }
+    let (Some(outcome), Some(answer)) = (
+        row.get::<_, Option<String>>("outcome"),
+        row.get::<_, Option<String>>("answer"),
+    ) else {
+        return Err(Error::busy("This change is being applied; please retry."));
+    };
+    let answer: Json = serde_json::from_str(&answer).map_err(Error::internal)?;
+    count(&change.entity, "replayed");
+    Ok(Some((outcome == "accepted", answer)))
+}
+
+async fn store_answer(
+    tx: &Transaction<'_>,
+    device_id: Uuid,
+    cmid: &str,
+    accepted: bool,
+    answer: &Json,
+    entity_id: Option<String>,
+) -> Result<()> {
+    let outcome = if accepted { "accepted" } else { "rejected" };
+    let q = Query::update()
+        .table("push_mutations")
+        .values([
+            ("outcome", outcome.into()),
+            ("answer", answer.to_string().into()),
+            ("entity_id", entity_id.into()),
+        ])
+        .and_where(Expr::col("device_id").eq(device_id))
+        .and_where(Expr::col("client_mutation_id").eq(cmid))
+        .to_owned();
+    db::execute(tx, &q).await?;
+    Ok(())
+}
+
+/// Client mistakes become rejections; anything else stops the batch.
+fn rejects(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Validation { .. }
+            | Error::NotFound(_)
+            | Error::Forbidden(_)
+            | Error::Conflict(_)
+            | Error::PayloadTooLarge(_)
+    )
+}
+
+fn rejected(cmid: Option<&str>, code: &str, message: &str) -> Json {
+    json!({"client_mutation_id": cmid, "code": code, "message": message})
+}
+
+fn rejection(cmid: &str, e: &Error) -> Json {
+    let code = match e {
+        Error::NotFound(_) => "not_found",
+        Error::Forbidden(_) => "forbidden",
+        Error::Conflict(_) => "refused",
+        _ => "invalid",
+    };
+    let mut answer = rejected(Some(cmid), code, &e.to_string());
+    if let Error::Validation {
+        field: Some(field), ..
+    } = e
+    {
+        answer["field"] = json!(field);
+    }
+    answer
+}
+
+/// The change's effect, inside its savepoint.
+async fn effect<C: GenericClient + Sync>(
+    tx: &C,
+    pusher: &Pusher,
+    cmid: &str,
+    change: &Change,
+) -> Result<Verdict> {
+    let entity = Entity::parse(&change.entity);
+    let supported = match change.entity.as_str() {
+        "sale" => change.op == "create",
+        _ => entity.is_some() && ["create", "update", "delete"].contains(&change.op.as_str()),
+    };
+    if !supported {
+        return Ok(Verdict::Unsupported(format!(
+            "`{}`/`{}` is not a change this server applies.",
+            change.entity, change.op
+        )));
+    }
+    if !change.payload.is_object() {
+        return Err(Error::validation("payload", "`payload` must be an object."));
+    }
+    let Some(entity) = entity else {
+        return sale(tx, pusher, cmid, &change.payload).await;
+    };
+    if !entity.writers().contains(&pusher.role) {
+        return Err(Error::forbidden(format!(
+            "Your role ({}) may not write {} records.",
+            pusher.role,
+            entity.name()
+        )));
+    }
+    let payload = &change.payload;
+    match change.op.as_str() {
+        "create" => {
+            let id = optional_id(payload)?;
+            let id = entity.create(tx, payload, id).await?;
+            Ok(accepted_id(id))
+        }
+        "update" => update(tx, pusher, entity, payload).await,
+        _ => {
+            let id = required_id(payload)?;
+            entity.delete(tx, id).await?;
+            Ok(accepted_id(id))
+        }
+    }
+}
+
+fn accepted_id(id: Uuid) -> Verdict {
+    Verdict::Accepted {
+        id: id.to_string(),
+        icv: None,
+        invoice_number: None,
+    }
+}
+
+/// A pushed sale: the `POST /sales` body, made on the device's branch, with
+/// the device and mutation id stored on the sale (a unique key backs the
+/// one-effect rule) and an optional `occurred_at` for a sale made offline.
+async fn sale<C: GenericClient + Sync>(
+    tx: &C,
+    pusher: &Pusher,
+    cmid: &str,
+    payload: &Json,
+) -> Result<Verdict> {
+    let request: SaleRequest = serde_json::from_value(payload.clone())
+        .map_err(|e| Error::bad_request(format!("The sale does not fit: {e}.")))?;
+    if request.branch_id.is_some_and(|b| b != pusher.branch_id) {
+        return Err(Error::forbidden("A device sells only on its own branch."));
+    }
+    let mut new_sale = request.validate(pusher.branch_id, pusher.user_id)?;
+    new_sale.device_id = Some(pusher.device_id);
+    new_sale.client_mutation_id = Some(cmid.to_owned());
+    new_sale.occurred_at = occurred_at(payload)?;
+    let sale = actors::sales::create(tx, &new_sale).await?;
+    Ok(Verdict::Accepted {
+        id: sale.id.to_string(),
+        icv: Some(sale.icv),
+        invoice_number: Some(sale.invoice_number),
+    })
+}
+
+fn occurred_at(payload: &Json) -> Result<Option<DateTime<Utc>>> {
+    let Some(raw) = payload.get("occurred_at").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let at = raw
+        .as_str()
+        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.with_timezone(&Utc))
+        .ok_or_else(|| {
+            Error::validation(
+                "occurred_at",
+                "`occurred_at` must be an RFC 3339 timestamp.",
+            )
+        })?;
+    let now = Utc::now();
+    if at > now + Duration::minutes(5) || at < now - Duration::days(MAX_SALE_AGE_DAYS) {
+        return Err(Error::validation(
+            "occurred_at",
+            format!("`occurred_at` must be within the last {MAX_SALE_AGE_DAYS} days."),
+        ));
+    }
+    Ok(Some(at))
+}
+
+/// A pushed update. With a `base_rev` behind the server row, only the
+/// fields the till changed since its base are written, and if one of them
+/// would overwrite a server value the till never saw, nothing is written: a
+/// conflict is recorded instead.
+async fn update<C: GenericClient + Sync>(
+    tx: &C,
+    pusher: &Pusher,
+    entity: Entity,
+    payload: &Json,
+) -> Result<Verdict> {
+    let id = required_id(payload)?;
+    let base_rev = base_rev(payload)?;
+    let sent = entity.changed_fields(payload);
+    if sent.is_empty() {
+        return Err(Error::bad_request("No fields to update"));
+    }
+    let (server, server_rev) = entity
+        .lock_current(tx, id)
+        .await?
+        .ok_or_else(|| entity.not_found())?;
+    let Some(base_rev) = base_rev.filter(|b| *b < server_rev) else {
+        entity.update(tx, id, sent, pusher.user_id).await?;
+        return Ok(accepted_id(id));
+    };
+    let base = entity.version_at(tx, id, base_rev).await?;
+    let changed: serde_json::Map<String, Json> = sent
+        .iter()
+        .filter(|(f, v)| match &base {
+            Some(b) => !same(v, b.get(f.as_str()).unwrap_or(&Json::Null)),
+            None => true,
+        })
+        .map(|(f, v)| (f.clone(), v.clone()))
+        .collect();
+    let clash = changed
+        .iter()
+        .any(|(f, v)| !same(v, server.get(f.as_str()).unwrap_or(&Json::Null)));
+    if clash {
+        let mut client_version = base.clone().unwrap_or_else(|| server.clone());
+        if let Some(obj) = client_version.as_object_mut() {
+            obj.extend(sent);
+        }
+        return Ok(Verdict::Conflict(NewConflict {
+            entity,
+            entity_id: id,
+            base_rev,
+            server_rev,
+            server_version: server,
+            client_version,
+            base_version: base,
+            payload: payload.clone(),
+        }));
+    }
+    if !changed.is_empty() {
+        entity.update(tx, id, changed, pusher.user_id).await?;
+    }
+    Ok(accepted_id(id))
+}
+
+fn required_id(payload: &Json) -> Result<Uuid> {
+    optional_id(payload)?
+        .ok_or_else(|| Error::validation("id", "The payload needs the record's `id`."))
+}
+
+fn optional_id(payload: &Json) -> Result<Option<Uuid>> {
+    match payload.get("id") {
+        None | Some(Json::Null) => Ok(None),
+        Some(v) => v
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .map(Some)
+            .ok_or_else(|| Error::validation("id", "`id` must be a UUID string.")),
+    }
+}
+
+fn base_rev(payload: &Json) -> Result<Option<i64>> {
+    match payload.get("base_rev") {
+        None | Some(Json::Null) => Ok(None),
+        Some(v) => v.as_i64().filter(|r| *r >= 0).map(Some).ok_or_else(|| {
+            Error::validation("base_rev", "`base_rev` must be a non-negative integer.")
+        }),
+    }
+}

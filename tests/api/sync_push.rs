@@ -1,0 +1,692 @@
+//! `POST /sync/push` and `/sync/conflicts`.
+
+use std::collections::{HashMap, HashSet};
+
+use futures_util::future::join_all;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::common::{assert_problem, Role, TestApp};
+
+/// A branch with an admin, a cashier, a till and a stocked medicine.
+struct Till {
+    app: TestApp,
+    branch: Uuid,
+    admin: String,
+    cashier: String,
+    device: String,
+    medicine: Value,
+}
+
+impl Till {
+    async fn open(stock: i64) -> Till {
+        let app = TestApp::spawn().await;
+        let branch = app.branch("KLA").await;
+        let (_, admin) = app.signed_in(branch, Role::Admin).await;
+        let (_, cashier) = app.signed_in(branch, Role::Cashier).await;
+        let device = device(&app, &admin, branch).await;
+        let medicine = app
+            .medicine(
+                &admin,
+                json!({"name": "Paracetamol 500mg", "selling_price": 500}),
+            )
+            .await;
+        if stock > 0 {
+            app.receive(&admin, &medicine["id"], branch, stock, "2030-12-31")
+                .await;
+        }
+        Till {
+            app,
+            branch,
+            admin,
+            cashier,
+            device,
+            medicine,
+        }
+    }
+
+    async fn push(&self, token: &str, device: &str, changes: Vec<Value>) -> (StatusCode, Value) {
+        let body = json!({"device_id": device, "changes": changes});
+        self.app.post("/sync/push", token, body).await
+    }
+
+    async fn scalar(&self, sql: &str) -> i64 {
+        let client = self.app.pool.get().await.unwrap();
+        client.query_one(sql, &[]).await.unwrap().get(0)
+    }
+
+    fn sale(&self, cmid: &str, qty: i64) -> Value {
+        sale_of(&self.medicine, cmid, qty)
+    }
+}
+
+async fn device(app: &TestApp, admin: &str, branch: Uuid) -> String {
+    let (status, d) = app
+        .post(
+            "/devices",
+            admin,
+            json!({"name": "Till", "branch_id": branch}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "device: {d}");
+    d["id"].as_str().unwrap().to_owned()
+}
+
+fn sale_of(medicine: &Value, cmid: &str, qty: i64) -> Value {
+    json!({
+        "client_mutation_id": cmid, "entity": "sale", "op": "create",
+        "payload": {"items": [{"medicine_id": medicine["id"], "quantity": qty}], "payment_method": "cash"},
+    })
+}
+
+fn customer_change(cmid: &str, op: &str, payload: Value) -> Value {
+    json!({"client_mutation_id": cmid, "entity": "customer", "op": op, "payload": payload})
+}
+
+#[tokio::test]
+async fn a_pushed_sale_answers_its_invoice_and_follows_the_sale_rules() {
+    let t = Till::open(10).await;
+    let (status, body) = t
+        .push(
+            &t.cashier,
+            &t.device,
+            vec![t.sale("s-1", 3), t.sale("s-2", 50)],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let accepted = body["accepted"].as_array().unwrap();
+    assert_eq!(accepted.len(), 1);
+    let a = &accepted[0];
+    assert_eq!(a["client_mutation_id"], "s-1");
+    assert!(a["id"].is_string());
+    assert_eq!(a["icv"], 1);
+    assert_eq!(a["invoice_number"], "KLA-00000001");
+    // Not enough stock: rejected like POST /sales would refuse it.
+    let rejected = body["rejected"].as_array().unwrap();
+    assert_eq!(rejected.len(), 1);
+    assert_eq!(rejected[0]["client_mutation_id"], "s-2");
+    assert_eq!(rejected[0]["code"], "invalid");
+    assert!(rejected[0]["message"].as_str().unwrap().len() > 5);
+    // The sale is a real sale of the device's branch.
+    let (status, sale) = t
+        .app
+        .get(&format!("/sales/{}", a["id"].as_str().unwrap()), &t.admin)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(sale["branch_id"], json!(t.branch));
+    assert_eq!(sale["total"], "1500.00");
+    t.app.assert_invariants().await;
+}
+
+#[tokio::test]
+async fn the_same_batch_pushed_twice_has_one_effect_and_the_same_answer() {
+    let t = Till::open(100).await;
+    let batch: Vec<Value> = (0..5).map(|i| t.sale(&format!("m-{i}"), 2)).collect();
+    let mut batch = batch;
+    batch.push(t.sale("too-many", 1000));
+    let first = t.push(&t.cashier, &t.device, batch.clone()).await;
+    let second = t.push(&t.cashier, &t.device, batch.clone()).await;
+    assert_eq!(first.0, StatusCode::OK);
+    assert_eq!(first, second, "a replay answers exactly as the first push");
+    // Pushed concurrently twice more: still identical, still one effect.
+    let (a, b) = tokio::join!(
+        t.push(&t.cashier, &t.device, batch.clone()),
+        t.push(&t.cashier, &t.device, batch.clone())
+    );
+    assert_eq!(a, first);
+    assert_eq!(b, first);
+    assert_eq!(t.scalar("SELECT count(*) FROM sales").await, 5);
+    assert_eq!(
+        t.scalar("SELECT coalesce(sum(qty_remaining),0)::bigint FROM batches")
+            .await,
+        90
+    );
+    t.app.assert_invariants().await;
+}
+
+#[tokio::test]
+async fn a_rejected_change_replays_as_rejected_even_after_it_could_succeed() {
+    let t = Till::open(0).await;
+    let (_, first) = t
+        .push(&t.cashier, &t.device, vec![t.sale("early", 1)])
+        .await;
+    assert_eq!(first["rejected"][0]["code"], "invalid");
+    t.app
+        .receive(&t.admin, &t.medicine["id"], t.branch, 10, "2030-12-31")
+        .await;
+    let (_, again) = t
+        .push(&t.cashier, &t.device, vec![t.sale("early", 1)])
+        .await;
+    assert_eq!(again, first);
+    assert_eq!(t.scalar("SELECT count(*) FROM sales").await, 0);
+}
+
+#[tokio::test]
+async fn the_same_mutation_id_with_another_payload_is_an_idempotency_mismatch() {
+    let t = Till::open(10).await;
+    let (_, first) = t.push(&t.cashier, &t.device, vec![t.sale("x", 1)]).await;
+    assert_eq!(first["accepted"].as_array().unwrap().len(), 1);
+    let (status, other) = t.push(&t.cashier, &t.device, vec![t.sale("x", 2)]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(other["accepted"], json!([]));
+    assert_eq!(other["rejected"][0]["code"], "idempotency_mismatch");
+    assert_eq!(other["rejected"][0]["client_mutation_id"], "x");
+    assert_eq!(t.scalar("SELECT count(*) FROM sales").await, 1);
+    // The same id on another device is another mutation.
+    let other_device = device(&t.app, &t.admin, t.branch).await;
+    let (_, b) = t
+        .push(&t.cashier, &other_device, vec![t.sale("x", 2)])
+        .await;
+    assert_eq!(b["accepted"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn an_unsupported_change_is_rejected_while_the_rest_applies() {
+    let t = Till::open(10).await;
+    let changes = vec![
+        t.sale("a", 1),
+        json!({"client_mutation_id": "b", "entity": "branch", "op": "create", "payload": {"code": "X"}}),
+        json!({"client_mutation_id": "c", "entity": "sale", "op": "delete", "payload": {}}),
+        json!({"client_mutation_id": "d", "entity": "customer", "op": "merge", "payload": {}}),
+        t.sale("e", 1),
+        json!({"entity": "sale", "op": "create", "payload": {}}),
+    ];
+    let (status, body) = t.push(&t.cashier, &t.device, changes).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let accepted: Vec<&str> = body["accepted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["client_mutation_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(accepted, ["a", "e"]);
+    let codes: Vec<(Value, &str)> = body["rejected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["client_mutation_id"].clone(), r["code"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            (json!("b"), "unsupported"),
+            (json!("c"), "unsupported"),
+            (json!("d"), "unsupported"),
+            (Value::Null, "invalid"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn push_is_refused_for_bad_requests_roles_and_devices() {
+    let t = Till::open(10).await;
+    let sale = t.sale("r", 1);
+    // 400: missing device_id or changes.
+    let (s, b) = t
+        .app
+        .post("/sync/push", &t.cashier, json!({"changes": [sale]}))
+        .await;
+    assert_problem(s, &b, StatusCode::BAD_REQUEST);
+    assert_eq!(b["field"], "device_id");
+    let (s, b) = t
+        .app
+        .post("/sync/push", &t.cashier, json!({"device_id": t.device}))
+        .await;
+    assert_problem(s, &b, StatusCode::BAD_REQUEST);
+    assert_eq!(b["field"], "changes");
+    // 404: unknown device.
+    let (s, b) = t
+        .push(&t.cashier, &Uuid::now_v7().to_string(), vec![sale.clone()])
+        .await;
+    assert_problem(s, &b, StatusCode::NOT_FOUND);
+    // 403: a role other than admin or cashier.
+    let (_, pharmacist) = t.app.signed_in(t.branch, Role::Pharmacist).await;
+    let (s, b) = t.push(&pharmacist, &t.device, vec![sale.clone()]).await;
+    assert_problem(s, &b, StatusCode::FORBIDDEN);
+    // 403: a device of another branch.
+    let other = t.app.branch("EBB").await;
+    let foreign = device(&t.app, &t.admin, other).await;
+    let (s, b) = t.push(&t.cashier, &foreign, vec![sale.clone()]).await;
+    assert_problem(s, &b, StatusCode::FORBIDDEN);
+    // 413: more than 500 changes, naming the limit.
+    let many: Vec<Value> = (0..501).map(|i| t.sale(&format!("n{i}"), 1)).collect();
+    let (s, b) = t.push(&t.cashier, &t.device, many).await;
+    assert_problem(s, &b, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(b["detail"].as_str().unwrap().contains("500"));
+    assert_eq!(t.scalar("SELECT count(*) FROM sales").await, 0);
+}
+
+#[tokio::test]
+async fn a_revoked_device_is_refused_and_nothing_is_applied() {
+    let t = Till::open(10).await;
+    let (s, _) = t
+        .app
+        .post(
+            &format!("/devices/{}/revoke", t.device),
+            &t.admin,
+            json!({}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, b) = t.push(&t.cashier, &t.device, vec![t.sale("late", 1)]).await;
+    assert_problem(s, &b, StatusCode::FORBIDDEN);
+    assert_eq!(t.scalar("SELECT count(*) FROM sales").await, 0);
+    assert_eq!(t.scalar("SELECT count(*) FROM push_mutations").await, 0);
+}
+
+#[tokio::test]
+async fn five_concurrent_batches_of_one_device_never_interleave() {
+    let t = Till::open(1000).await;
+    let batches: Vec<Vec<Value>> = (0..5)
+        .map(|b| (0..10).map(|i| t.sale(&format!("b{b}-{i}"), 1)).collect())
+        .collect();
+    let answers = join_all(
+        batches
+            .iter()
+            .map(|batch| t.push(&t.cashier, &t.device, batch.clone())),
+    )
+    .await;
+    let mut ranges = Vec::new();
+    for (status, body) in &answers {
+        assert_eq!(*status, StatusCode::OK, "{body}");
+        let icvs: Vec<i64> = body["accepted"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["icv"].as_i64().unwrap())
+            .collect();
+        assert_eq!(icvs.len(), 10);
+        // Applied in order and contiguously: consecutive icvs.
+        assert!(icvs.windows(2).all(|w| w[1] == w[0] + 1), "{icvs:?}");
+        ranges.push((icvs[0], icvs[9]));
+    }
+    ranges.sort();
+    let starts: Vec<i64> = ranges.iter().map(|r| r.0).collect();
+    assert_eq!(starts, [1, 11, 21, 31, 41]);
+    t.app.assert_invariants().await;
+}
+
+#[tokio::test]
+async fn eight_devices_pushing_fifty_sales_each_keep_icv_gapless_and_stock_exact() {
+    let t = Till::open(0).await;
+    let second = t.app.branch("EBB").await;
+    for branch in [t.branch, second] {
+        t.app
+            .receive(&t.admin, &t.medicine["id"], branch, 500, "2030-12-31")
+            .await;
+    }
+    let (_, cashier_two) = t.app.signed_in(second, Role::Cashier).await;
+    let mut tills = Vec::new();
+    for i in 0..8 {
+        let (branch, token) = if i % 2 == 0 {
+            (t.branch, t.cashier.clone())
+        } else {
+            (second, cashier_two.clone())
+        };
+        tills.push((device(&t.app, &t.admin, branch).await, token));
+    }
+    let answers = join_all(tills.iter().enumerate().map(|(d, (device, token))| {
+        let batch = (0..50).map(|i| t.sale(&format!("d{d}-{i}"), 2)).collect();
+        t.push(token, device, batch)
+    }))
+    .await;
+    let mut icvs: HashMap<String, Vec<i64>> = HashMap::new();
+    for (status, body) in &answers {
+        assert_eq!(*status, StatusCode::OK, "{body}");
+        assert_eq!(body["rejected"], json!([]));
+        for a in body["accepted"].as_array().unwrap() {
+            let prefix = a["invoice_number"].as_str().unwrap()[..3].to_owned();
+            icvs.entry(prefix)
+                .or_default()
+                .push(a["icv"].as_i64().unwrap());
+        }
+    }
+    for (branch, mut list) in icvs {
+        list.sort();
+        assert_eq!(list, (1..=200).collect::<Vec<_>>(), "icv of {branch}");
+    }
+    assert_eq!(
+        t.scalar("SELECT coalesce(sum(qty_remaining),0)::bigint FROM batches")
+            .await,
+        200
+    );
+    t.app.assert_invariants().await;
+}
+
+#[tokio::test]
+async fn customers_created_offline_keep_their_id_and_can_buy_on_credit_in_the_same_batch() {
+    let t = Till::open(10).await;
+    let id = Uuid::now_v7();
+    let changes = vec![
+        customer_change(
+            "c-1",
+            "create",
+            json!({"id": id, "name": "Amina", "is_credit_allowed": 1, "credit_limit": 5000}),
+        ),
+        json!({
+            "client_mutation_id": "c-2", "entity": "sale", "op": "create",
+            "payload": {"items": [{"medicine_id": t.medicine["id"], "quantity": 2}],
+                        "payment_method": "credit", "customer_id": id},
+        }),
+    ];
+    let (status, body) = t.push(&t.cashier, &t.device, changes).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["rejected"], json!([]));
+    assert_eq!(body["accepted"][0]["id"], json!(id));
+    assert_eq!(body["accepted"][0]["icv"], Value::Null);
+    let (_, customer) = t.app.get(&format!("/customers/{id}"), &t.admin).await;
+    assert_eq!(customer["current_balance"], "1000.00");
+}
+
+#[tokio::test]
+async fn a_cashier_may_push_customers_but_not_catalogue_changes() {
+    let t = Till::open(0).await;
+    let changes = vec![
+        json!({"client_mutation_id": "m", "entity": "medicine", "op": "create",
+               "payload": {"name": "Ibuprofen", "selling_price": 300}}),
+        json!({"client_mutation_id": "s", "entity": "supplier", "op": "create",
+               "payload": {"name": "Quality Chemicals"}}),
+        customer_change("c", "create", json!({"name": "Okello"})),
+    ];
+    let (_, body) = t.push(&t.cashier, &t.device, changes.clone()).await;
+    let codes: Vec<&str> = body["rejected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["forbidden", "forbidden"]);
+    assert_eq!(body["accepted"][0]["client_mutation_id"], "c");
+    // An admin pushing for the same device may.
+    let renamed: Vec<Value> = changes[..2]
+        .iter()
+        .map(|c| {
+            let mut c = c.clone();
+            c["client_mutation_id"] = json!(format!("admin-{}", c["client_mutation_id"]));
+            c
+        })
+        .collect();
+    let (_, body) = t.push(&t.admin, &t.device, renamed).await;
+    assert_eq!(body["accepted"].as_array().unwrap().len(), 2, "{body}");
+}
+
+/// A customer, its rev, and a till's stale update of `fields`.
+async fn stale_update(t: &Till, server_change: Value, client_fields: Value) -> (String, Value) {
+    let (_, c) = t
+        .app
+        .post(
+            "/customers",
+            &t.admin,
+            json!({"name": "Sarah", "phone": "0700000001", "notes": "regular"}),
+        )
+        .await;
+    let id = c["id"].as_str().unwrap().to_owned();
+    let base_rev = c["rev"].as_i64().unwrap();
+    let (s, _) = t
+        .app
+        .call(
+            reqwest::Method::PUT,
+            &format!("/customers/{id}"),
+            Some(&t.admin),
+            Some(server_change),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let mut payload = client_fields;
+    payload["id"] = json!(id);
+    payload["base_rev"] = json!(base_rev);
+    let (status, body) = t
+        .push(
+            &t.cashier,
+            &t.device,
+            vec![customer_change(&format!("u-{id}"), "update", payload)],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    (id, body)
+}
+
+fn conflict_of(push_answer: &Value) -> String {
+    let r = &push_answer["rejected"][0];
+    assert_eq!(r["code"], "conflict", "{push_answer}");
+    let id = r["message"].as_str().unwrap().to_owned();
+    assert_eq!(r["conflict_id"], json!(id));
+    id
+}
+
+async fn customer(t: &Till, id: &str) -> Value {
+    t.app.get(&format!("/customers/{id}"), &t.admin).await.1
+}
+
+async fn resolve(t: &Till, conflict: &str, strategy: &str) -> (StatusCode, Value) {
+    t.app
+        .post(
+            &format!("/sync/conflicts/{conflict}/resolve"),
+            &t.admin,
+            json!({"strategy": strategy}),
+        )
+        .await
+}
+
+#[tokio::test]
+async fn a_stale_update_becomes_a_conflict_and_overwrites_nothing() {
+    let t = Till::open(0).await;
+    let (id, body) = stale_update(&t, json!({"name": "Sarah N."}), json!({"name": "Sara"})).await;
+    let conflict = conflict_of(&body);
+    assert_eq!(customer(&t, &id).await["name"], "Sarah N.");
+    let (status, list) = t.app.get("/sync/conflicts", &t.admin).await;
+    assert_eq!(status, StatusCode::OK);
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    let c = &items[0];
+    assert_eq!(c["id"], json!(conflict));
+    assert_eq!(c["entity_type"], "customer");
+    assert_eq!(c["entity_id"], json!(id));
+    assert_eq!(c["branch_id"], json!(t.branch));
+    assert!(c["org_id"].is_string());
+    assert_eq!(c["client_mutation_id"], json!(format!("u-{id}")));
+    assert_eq!(c["server_version"]["name"], "Sarah N.");
+    assert_eq!(c["client_version"]["name"], "Sara");
+    assert_eq!(c["payload"]["name"], "Sara");
+    assert_eq!(c["status"], "pending");
+    assert!(c["created_at"].is_string());
+    assert_eq!(c["resolved_at"], Value::Null);
+    assert_eq!(c["resolved_by"], Value::Null);
+    // Only admins see conflicts.
+    let (s, b) = t.app.get("/sync/conflicts", &t.cashier).await;
+    assert_problem(s, &b, StatusCode::FORBIDDEN);
+    // A fresh base_rev applies without a conflict.
+    let rev = customer(&t, &id).await["rev"].clone();
+    let (_, b) = t
+        .push(
+            &t.cashier,
+            &t.device,
+            vec![customer_change(
+                "fresh",
+                "update",
+                json!({"id": id, "base_rev": rev, "name": "Sara"}),
+            )],
+        )
+        .await;
+    assert_eq!(b["accepted"].as_array().unwrap().len(), 1, "{b}");
+    assert_eq!(customer(&t, &id).await["name"], "Sara");
+}
+
+#[tokio::test]
+async fn resolving_with_client_applies_the_till_version_and_emits_a_change() {
+    let t = Till::open(0).await;
+    let (id, body) = stale_update(&t, json!({"name": "Sarah N."}), json!({"name": "Sara"})).await;
+    let conflict = conflict_of(&body);
+    let before = t.scalar("SELECT max(rev) FROM change_log").await;
+    let (status, r) = resolve(&t, &conflict, "client").await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    assert_eq!(r["id"], json!(conflict));
+    assert_eq!(r["strategy"], "client");
+    assert_eq!(r["applied"], true);
+    assert_eq!(r["payload"]["name"], "Sara");
+    assert_eq!(customer(&t, &id).await["name"], "Sara");
+    let after = t.scalar("SELECT max(rev) FROM change_log").await;
+    assert!(after > before);
+    // Resolved: gone from the pending list, recorded, never resolved again.
+    let (_, list) = t.app.get("/sync/conflicts", &t.admin).await;
+    assert_eq!(list["items"], json!([]));
+    let client = t.app.pool.get().await.unwrap();
+    let row = client
+        .query_one(
+            "SELECT status, resolved_at IS NOT NULL, resolved_by IS NOT NULL FROM sync_conflicts",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "resolved");
+    assert!(row.get::<_, bool>(1) && row.get::<_, bool>(2));
+    let (status, b) = resolve(&t, &conflict, "server").await;
+    assert_problem(status, &b, StatusCode::CONFLICT);
+    assert_eq!(customer(&t, &id).await["name"], "Sara");
+}
+
+#[tokio::test]
+async fn resolving_with_server_keeps_the_server_row() {
+    let t = Till::open(0).await;
+    let (id, body) = stale_update(&t, json!({"name": "Sarah N."}), json!({"name": "Sara"})).await;
+    let conflict = conflict_of(&body);
+    let before = t.scalar("SELECT max(rev) FROM change_log").await;
+    let (status, r) = resolve(&t, &conflict, "server").await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    assert_eq!(r["applied"], false);
+    assert_eq!(r["payload"]["name"], "Sarah N.");
+    assert_eq!(customer(&t, &id).await["name"], "Sarah N.");
+    assert_eq!(t.scalar("SELECT max(rev) FROM change_log").await, before);
+}
+
+#[tokio::test]
+async fn last_write_wins_keeps_the_later_side() {
+    let t = Till::open(0).await;
+    // The till's change is dated before the server's: the server wins.
+    let (id, body) = stale_update(
+        &t,
+        json!({"name": "Sarah N."}),
+        json!({"name": "Sara", "updated_at": "2020-01-01T00:00:00.000Z"}),
+    )
+    .await;
+    let (_, r) = resolve(&t, &conflict_of(&body), "last_write_wins").await;
+    assert_eq!(r["applied"], false, "{r}");
+    assert_eq!(customer(&t, &id).await["name"], "Sarah N.");
+    // Undated, the till's change counts from its arrival, after the server's.
+    let (id, body) = stale_update(&t, json!({"name": "Sarah N."}), json!({"name": "Sara"})).await;
+    let (_, r) = resolve(&t, &conflict_of(&body), "last_write_wins").await;
+    assert_eq!(r["applied"], true, "{r}");
+    assert_eq!(customer(&t, &id).await["name"], "Sara");
+}
+
+#[tokio::test]
+async fn merge_applies_fields_only_the_till_changed_and_refuses_a_clash() {
+    let t = Till::open(0).await;
+    // Server changed the phone, the till the name: both survive.
+    let (id, body) = stale_update(
+        &t,
+        json!({"phone": "0777000000"}),
+        json!({"name": "Sara", "phone": "0700000001"}),
+    )
+    .await;
+    let (status, r) = resolve(&t, &conflict_of(&body), "merge").await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    assert_eq!(r["applied"], true);
+    let c = customer(&t, &id).await;
+    assert_eq!(c["name"], "Sara");
+    assert_eq!(c["phone"], "0777000000");
+    // Both changed the name: 409, and the conflict stays pending.
+    let (id, body) = stale_update(&t, json!({"name": "Sarah N."}), json!({"name": "Sara"})).await;
+    let conflict = conflict_of(&body);
+    let (status, b) = resolve(&t, &conflict, "merge").await;
+    assert_problem(status, &b, StatusCode::CONFLICT);
+    assert_eq!(customer(&t, &id).await["name"], "Sarah N.");
+    let (_, list) = t.app.get("/sync/conflicts", &t.admin).await;
+    assert_eq!(list["items"][0]["id"], json!(conflict));
+}
+
+#[tokio::test]
+async fn resolve_validates_strategy_id_and_role() {
+    let t = Till::open(0).await;
+    let (_, body) = stale_update(&t, json!({"name": "Sarah N."}), json!({"name": "Sara"})).await;
+    let conflict = conflict_of(&body);
+    for bad in [
+        json!({}),
+        json!({"strategy": "newest"}),
+        json!({"strategy": 3}),
+    ] {
+        let (s, b) = t
+            .app
+            .post(
+                &format!("/sync/conflicts/{conflict}/resolve"),
+                &t.admin,
+                bad,
+            )
+            .await;
+        assert_problem(s, &b, StatusCode::BAD_REQUEST);
+    }
+    let (s, b) = resolve(&t, &Uuid::now_v7().to_string(), "server").await;
+    assert_problem(s, &b, StatusCode::NOT_FOUND);
+    let (s, b) = t
+        .app
+        .post(
+            &format!("/sync/conflicts/{conflict}/resolve"),
+            &t.cashier,
+            json!({"strategy": "server"}),
+        )
+        .await;
+    assert_problem(s, &b, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn concurrent_resolves_of_one_conflict_resolve_it_once() {
+    let t = Till::open(0).await;
+    let (_, body) = stale_update(&t, json!({"name": "Sarah N."}), json!({"name": "Sara"})).await;
+    let conflict = conflict_of(&body);
+    let answers = join_all((0..6).map(|_| resolve(&t, &conflict, "client"))).await;
+    let statuses: HashSet<StatusCode> = answers.iter().map(|a| a.0).collect();
+    assert_eq!(
+        answers.iter().filter(|a| a.0 == StatusCode::OK).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert!(answers
+        .iter()
+        .all(|a| a.0 == StatusCode::OK || a.0 == StatusCode::CONFLICT));
+}
+
+#[tokio::test]
+async fn pushed_deletes_travel_as_tombstones() {
+    let t = Till::open(0).await;
+    let (_, c) = t
+        .app
+        .post("/customers", &t.admin, json!({"name": "Gone Soon"}))
+        .await;
+    let (_, b) = t
+        .push(
+            &t.cashier,
+            &t.device,
+            vec![customer_change("del", "delete", json!({"id": c["id"]}))],
+        )
+        .await;
+    assert_eq!(b["accepted"][0]["id"], c["id"], "{b}");
+    let (s, _) = t
+        .app
+        .get(
+            &format!("/customers/{}", c["id"].as_str().unwrap()),
+            &t.admin,
+        )
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let client = t.app.pool.get().await.unwrap();
+    let op: String = client
+        .query_one(
+            "SELECT op FROM change_log WHERE entity = 'customer' ORDER BY rev DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(op, "delete");
+}

@@ -14,6 +14,7 @@ use crate::http;
 use crate::state::AppState;
 use crate::telemetry;
 use actors::db::Pool;
+use actors::sale_desk::SaleDesk;
 use actors::Registry;
 
 /// A started server and the actor registry it feeds.
@@ -36,6 +37,7 @@ pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Resu
     let state = web::Data::new(AppState {
         pool,
         actors: registry.clone(),
+        sales: Arc::new(SaleDesk::new(config.actors.sale_batch_max)),
         tokens: TokenKeys::new(&config.auth),
         config: Arc::new(config),
     });

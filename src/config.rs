@@ -76,6 +76,8 @@ pub struct ActorsConfig {
     pub branch_mailbox: usize,
     pub device_mailbox: usize,
     pub arbiters: usize,
+    /// Most REST sales of one branch made in one transaction (1 = no batching).
+    pub sale_batch_max: usize,
 }
 
 /// Limits on the public `POST /marketing/contact`.

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use actors::db::Pool;
+use actors::sale_desk::SaleDesk;
 use actors::Registry;
 
 use crate::auth::tokens::TokenKeys;
@@ -12,6 +13,8 @@ use crate::config::Config;
 pub struct AppState {
     pub pool: Pool,
     pub actors: Arc<Registry>,
+    /// Where `POST /sales` hands its sales (group commit per branch).
+    pub sales: Arc<SaleDesk>,
     pub config: Arc<Config>,
     pub tokens: TokenKeys,
 }

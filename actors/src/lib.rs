@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod purchases;
 pub mod role;
 pub mod runtime;
+pub mod sale_desk;
 pub mod sales;
 pub mod sessions;
 pub mod stock;

@@ -73,3 +73,13 @@ pub static SYNC_PUSH_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
     )
     .expect("metric registers once")
 });
+
+pub static SALE_BATCH_SIZE: LazyLock<HistogramVec> = LazyLock::new(|| {
+    register_histogram_vec!(
+        "sale_batch_size",
+        "REST sales of one branch made in one transaction (group commit)",
+        &["kind"],
+        vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0]
+    )
+    .expect("metric registers once")
+});

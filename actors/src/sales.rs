@@ -344,7 +344,10 @@ impl Command for CreateSale {
 }
 
 /// The earlier sale with this branch's mutation id, when there is one.
-async fn replay<C: GenericClient + Sync>(c: &C, sale: &NewSale) -> Result<Option<Outcome>> {
+pub(crate) async fn replay<C: GenericClient + Sync>(
+    c: &C,
+    sale: &NewSale,
+) -> Result<Option<Outcome>> {
     let Some(cmid) = sale.client_mutation_id.as_deref() else {
         return Ok(None);
     };

@@ -12,7 +12,7 @@ use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::http::window::DateWindow;
 use crate::state::AppState;
 use actors::error::Problem;
-use actors::sales::{self, ChainReport, CreateSale, Sale, SaleRequest};
+use actors::sales::{self, ChainReport, Sale, SaleRequest};
 use actors::{Error, Result, Role};
 
 pub const SELLERS: &[Role] = &[
@@ -50,7 +50,7 @@ pub async fn create(
     caller.require(SELLERS)?;
     let branch_id = caller.branch_scope(body.branch_id)?;
     let sale = body.validate(branch_id, caller.user_id)?;
-    let outcome = state.actors.branch(branch_id, CreateSale(sale)).await?;
+    let outcome = state.sales.sell(&state.actors, sale).await?;
     if outcome.replayed {
         return Ok(HttpResponse::Ok()
             .insert_header(("Idempotent-Replay", "true"))

@@ -666,3 +666,78 @@ async fn sales_are_listed_newest_first_within_the_branch() {
     assert_problem(status, &problem, StatusCode::NOT_FOUND);
     assert_eq!(problem["detail"], "Sale not found");
 }
+
+/// Concurrent sales of one branch are group-committed: several share one
+/// transaction (their rows carry the same `xmin`), refusals inside a shared
+/// transaction roll back alone, and the numbers stay gapless.
+#[tokio::test]
+async fn concurrent_sales_of_a_branch_share_commits_and_refusals_roll_back_alone() {
+    let shop = Shop::open().await;
+    let m = shop
+        .stocked(json!({"name": "Plenty", "selling_price": 100}), 1000)
+        .await;
+    let sales = (0..60).map(|i| {
+        // Every fifth asks for more than there is: refused inside the batch.
+        let qty = if i % 5 == 0 { 5000 } else { 1 };
+        shop.sell(&shop.cashier, one(&m, qty))
+    });
+    let answers = join_all(sales).await;
+    let made = answers
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::CREATED)
+        .count();
+    let refused = answers
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::BAD_REQUEST)
+        .count();
+    assert_eq!((made, refused), (48, 12));
+    // Some drain took more than one sale (the histogram is process-wide).
+    let metrics = shop
+        .app
+        .http
+        .get(format!("{}/metrics", shop.app.root))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let singles = value("sale_batch_size_bucket{kind=\"branch\",le=\"1\"}");
+    let drains = value("sale_batch_size_count{kind=\"branch\"}");
+    assert!(
+        drains > singles,
+        "no batch of more than one sale: {drains} drains, {singles} single"
+    );
+    assert_eq!(shop.stock_of(&m).await, 1000 - 48);
+    shop.app.assert_invariants().await;
+}
+
+#[tokio::test]
+async fn with_batching_off_every_sale_commits_alone() {
+    let app = TestApp::spawn_with(|c| c.actors.sale_batch_max = 1).await;
+    let branch = app.branch("KLA").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let m = app
+        .medicine(&admin, json!({"name": "Plenty", "selling_price": 100}))
+        .await;
+    app.receive(&admin, &m["id"], branch, 100, "2030-12-31")
+        .await;
+    let answers = join_all((0..20).map(|_| app.post("/sales", &admin, one(&m, 1)))).await;
+    assert!(answers.iter().all(|(s, _)| *s == StatusCode::CREATED));
+    let client = app.pool.get().await.unwrap();
+    let commits: i64 = client
+        .query_one("SELECT count(DISTINCT xmin::text) FROM sales", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(commits, 20);
+    app.assert_invariants().await;
+}

@@ -1,0 +1,200 @@
+//! Group commit for a branch's REST sales.
+//!
+//! A branch's sales are serialised on its actor, and each used to pay for a
+//! commit (a WAL flush) while the next waited. Here a sale joins its
+//! branch's queue and a drain command goes to the actor; the first drain to
+//! run takes every sale waiting (up to `max`) and makes them in one
+//! transaction, each in its own savepoint, so one flush carries many sales.
+//! A refused sale rolls back to its savepoint and the others go on; a fault
+//! (deadlock with another server process, lost connection) stops the batch
+//! and its sales are retried one transaction each, the plain path.
+//!
+//! The invariants are untouched: the counter row, batch rows, coupon and
+//! balance are still locked and checked per sale, in the same order.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use crate::db::Pool;
+use crate::error::{Error, Result};
+use crate::metrics::SALE_BATCH_SIZE;
+use crate::runtime::{Command, Registry};
+use crate::sales::{self, CreateSale, NewSale, Outcome};
+
+struct Pending {
+    ticket: u64,
+    sale: NewSale,
+    reply: oneshot::Sender<Result<Outcome>>,
+}
+
+/// The sales waiting for one branch's actor.
+#[derive(Default)]
+struct Queue {
+    waiting: Mutex<VecDeque<Pending>>,
+}
+
+impl Queue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Pending>> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn take(&self, max: usize) -> Vec<Pending> {
+        let mut q = self.lock();
+        let n = q.len().min(max);
+        q.drain(..n).collect()
+    }
+
+    /// Takes back a sale nobody drained yet; false when a drain has it.
+    fn withdraw(&self, ticket: u64) -> bool {
+        let mut q = self.lock();
+        match q.iter().position(|p| p.ticket == ticket) {
+            Some(i) => q.remove(i).is_some(),
+            None => false,
+        }
+    }
+}
+
+/// Where `POST /sales` hands its sales: one queue per branch.
+pub struct SaleDesk {
+    queues: Mutex<HashMap<Uuid, Arc<Queue>>>,
+    tickets: AtomicU64,
+    max_batch: usize,
+}
+
+impl SaleDesk {
+    pub fn new(max_batch: usize) -> Self {
+        SaleDesk {
+            queues: Mutex::new(HashMap::new()),
+            tickets: AtomicU64::new(0),
+            max_batch: max_batch.max(1),
+        }
+    }
+
+    fn queue(&self, branch_id: Uuid) -> Arc<Queue> {
+        let mut map = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(branch_id).or_default().clone()
+    }
+
+    /// Makes the sale on its branch's actor, possibly in one commit with
+    /// other sales of the branch. A full mailbox refuses it (503) as before.
+    pub async fn sell(&self, registry: &Registry, sale: NewSale) -> Result<Outcome> {
+        if self.max_batch == 1 {
+            return registry.branch(sale.branch_id, CreateSale(sale)).await;
+        }
+        let branch_id = sale.branch_id;
+        let queue = self.queue(branch_id);
+        let ticket = self.tickets.fetch_add(1, Ordering::Relaxed);
+        let (reply, answer) = oneshot::channel();
+        queue.lock().push_back(Pending {
+            ticket,
+            sale,
+            reply,
+        });
+        let drain = Drain {
+            queue: queue.clone(),
+            max: self.max_batch,
+        };
+        if let Err(refused) = registry.branch(branch_id, drain).await {
+            if queue.withdraw(ticket) {
+                return Err(refused);
+            }
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| Err(Error::internal("a queued sale was dropped unanswered")))
+    }
+}
+
+/// Takes what is waiting in the queue and makes it.
+struct Drain {
+    queue: Arc<Queue>,
+    max: usize,
+}
+
+impl Command for Drain {
+    type Output = ();
+    const NAME: &'static str = "create_sales";
+
+    async fn run(self, pool: Pool) -> Result<()> {
+        let batch = self.queue.take(self.max);
+        if !batch.is_empty() {
+            SALE_BATCH_SIZE
+                .with_label_values(&["branch"])
+                .observe(batch.len() as f64);
+        }
+        match batch.len() {
+            0 => {}
+            1 => {
+                for p in batch {
+                    let _ = p.reply.send(CreateSale(p.sale).run(pool.clone()).await);
+                }
+            }
+            _ => together(&pool, batch).await,
+        }
+        Ok(())
+    }
+}
+
+/// One transaction, a savepoint per sale. On a fault, every sale of the
+/// batch is made again one by one.
+async fn together(pool: &Pool, batch: Vec<Pending>) {
+    let (sales, replies): (Vec<NewSale>, Vec<_>) =
+        batch.into_iter().map(|p| (p.sale, p.reply)).unzip();
+    let outcomes = match in_one_transaction(pool, &sales).await {
+        Ok(outcomes) => outcomes,
+        Err(fault) => {
+            tracing::warn!(error = %fault, sales = sales.len(), "sale batch failed; making its sales one by one");
+            let mut one_by_one = Vec::with_capacity(sales.len());
+            for sale in &sales {
+                one_by_one.push(CreateSale(sale.clone()).run(pool.clone()).await);
+            }
+            one_by_one
+        }
+    };
+    for (reply, outcome) in replies.into_iter().zip(outcomes) {
+        // The caller may have gone; the sale stands either way.
+        let _ = reply.send(outcome);
+    }
+}
+
+async fn in_one_transaction(pool: &Pool, sales: &[NewSale]) -> Result<Vec<Result<Outcome>>> {
+    let mut client = pool.get().await?;
+    let mut tx = client.transaction().await?;
+    let mut outcomes = Vec::with_capacity(sales.len());
+    for sale in sales {
+        if let Some(done) = sales::replay(&tx, sale).await? {
+            outcomes.push(Ok(done));
+            continue;
+        }
+        let sp = tx.savepoint("sale").await?;
+        match sales::create(&sp, sale).await {
+            Ok(created) => {
+                sp.commit().await?;
+                outcomes.push(Ok(Outcome {
+                    sale: created,
+                    replayed: false,
+                }));
+            }
+            Err(e) if refused(&e) => {
+                sp.rollback().await?;
+                outcomes.push(Err(e));
+            }
+            Err(fault) => return Err(fault),
+        }
+    }
+    tx.commit().await?;
+    Ok(outcomes)
+}
+
+/// A sale the rules refuse (its savepoint rolls back, the batch goes on).
+/// A mutation-id clash is left to the one-by-one path, which replays it.
+fn refused(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Validation { .. } | Error::NotFound(_) | Error::Forbidden(_)
+    )
+}

@@ -157,8 +157,17 @@ impl From<tokio_postgres::Error> for Error {
     fn from(e: tokio_postgres::Error) -> Self {
         use tokio_postgres::error::SqlState;
         let Some(db) = e.as_db_error() else {
-            // No server answer: the connection is gone or never came.
-            if e.is_closed() || e.to_string().contains("connection") {
+            // No server answer: the connection is gone or never came (a
+            // refused or missing socket while PostgreSQL restarts is an I/O
+            // error under "error connecting to server").
+            let text = e.to_string();
+            let network = e.is_closed()
+                || std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>())
+                || text.starts_with("error connecting")
+                || text.starts_with("error communicating")
+                || text.starts_with("timeout waiting")
+                || text.contains("connection");
+            if network {
                 return Error::Unavailable {
                     detail: "The database is not reachable right now; please retry shortly."
                         .to_owned(),

@@ -36,7 +36,7 @@ pub struct ApprovalCreate {
     pub reference_id: Option<String>,
     pub reason: Option<String>,
     /// Admins only: the branch the request belongs to (default the caller's).
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = Uuid)]
     pub branch_id: Option<Uuid>,
 }
 
@@ -72,6 +72,9 @@ pub async fn create(
 #[into_params(parameter_in = Query)]
 pub struct ApprovalQuery {
     /// `pending`, `approved` or `rejected` (any case; empty = all).
+    #[param(
+        pattern = "^\\s*([Pp][Ee][Nn][Dd][Ii][Nn][Gg]|[Aa][Pp][Pp][Rr][Oo][Vv][Ee][Dd]|[Rr][Ee][Jj][Ee][Cc][Tt][Ee][Dd])?\\s*$"
+    )]
     pub status: Option<String>,
     /// Admins only: one branch (default: every branch for an admin, the
     /// caller's own for everyone else).

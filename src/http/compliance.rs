@@ -44,7 +44,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 #[into_params(parameter_in = Query)]
 pub struct BranchFilter {
     /// Admins: only this branch. Others may name only their own branch (else 403).
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<String>, format = Uuid)]
     pub branch_id: Option<Uuid>,
 }
 
@@ -81,13 +81,16 @@ pub async fn devices(
 #[into_params(parameter_in = Query)]
 pub struct BookQuery {
     /// Admins: only this branch. Others may name only their own branch (else 403).
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<String>, format = Uuid)]
     pub branch_id: Option<Uuid>,
     /// First day (`YYYY-MM-DD`, organisation time zone), inclusive.
+    #[param(schema_with = crate::http::window::day_or_blank)]
     pub from_date: Option<String>,
     /// Last day (`YYYY-MM-DD`), inclusive.
+    #[param(schema_with = crate::http::window::day_or_blank)]
     pub to_date: Option<String>,
     /// `csv` exports every row of the window as CSV (as does `Accept: text/csv`).
+    #[param(value_type = Option<String>, pattern = "^\\s*(json|csv)?\\s*$")]
     pub format: Option<String>,
 }
 

@@ -57,7 +57,7 @@ pub struct CouponCreate {
 /// `discount_value` a number).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CouponView {
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = Uuid)]
     pub id: Uuid,
     pub code: String,
     #[serde(rename = "type")]

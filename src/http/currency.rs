@@ -139,7 +139,9 @@ pub async fn file_rate(
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct BranchCurrencyQuery {
-    /// Not accepted (400): the branch comes from the session.
+    /// Not accepted (400): the branch comes from the session. Left out of
+    /// the document: no value is valid.
+    #[param(ignore)]
     pub branch_id: Option<String>,
 }
 

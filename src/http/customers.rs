@@ -177,7 +177,7 @@ pub struct PaymentRequest {
     pub amount: Decimal,
     pub notes: Option<String>,
     /// Admins only: the branch taking the payment (default their own).
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = Uuid)]
     pub branch_id: Option<Uuid>,
 }
 

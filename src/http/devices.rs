@@ -28,7 +28,7 @@ pub struct DeviceCreate {
     /// A label staff recognise (`Till 2`).
     pub name: String,
     /// The branch the till works for (default: the caller's own).
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = Uuid)]
     pub branch_id: Option<Uuid>,
 }
 

@@ -31,13 +31,13 @@ pub struct WillCallCreate {
     pub patient_name: Option<String>,
     pub patient_phone: Option<String>,
     /// Default the caller's branch; only an admin may name another.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = Uuid)]
     pub branch_id: Option<Uuid>,
     /// A prescription of that branch.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = Uuid)]
     pub prescription_id: Option<Uuid>,
     /// A sale of that branch.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = Uuid)]
     pub sale_id: Option<Uuid>,
 }
 
@@ -77,6 +77,9 @@ pub async fn create(
 #[into_params(parameter_in = Query)]
 pub struct WillCallQuery {
     /// `ready`, `picked_up` or `cancelled` (any case; empty = all).
+    #[param(
+        pattern = "^\\s*([Rr][Ee][Aa][Dd][Yy]|[Pp][Ii][Cc][Kk][Ee][Dd]_[Uu][Pp]|[Cc][Aa][Nn][Cc][Ee][Ll][Ll][Ee][Dd])?\\s*$"
+    )]
     pub status: Option<String>,
     /// Admins only: another branch's pickups (default the caller's).
     pub branch_id: Option<Uuid>,
@@ -153,7 +156,7 @@ pub struct PickupRequest {
 
 /// `ready` → `picked_up`, stamping `picked_up_at`.
 #[utoipa::path(post, path = "/api/v1/dispensing/will-call/{id}/pickup", tag = "dispensing", security(("bearer" = [])),
-    params(("id" = String, Path)), request_body = PickupRequest,
+    params(("id" = String, Path)), request_body(content = Option<PickupRequest>, description = "May be omitted"),
     responses((status = 200, body = WillCall), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),

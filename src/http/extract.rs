@@ -83,6 +83,17 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
     } else {
         body
     };
+    // Every body is an object. serde would otherwise read a struct from a
+    // JSON array by position (`[null, null]`), which no client means.
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(
+            if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() {
+                Error::bad_request("The request body must be a JSON object.")
+            } else {
+                Error::bad_request("The request body is not valid JSON.")
+            },
+        );
+    }
     let de = &mut serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -163,8 +174,8 @@ pub fn path_id(raw: &str, what: &str) -> Result<Uuid> {
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct PageParams {
-    /// 1-based page number (default 1).
-    #[param(minimum = 1)]
+    /// 1-based page number (default 1, at most 1,000,000).
+    #[param(minimum = 1, maximum = 1_000_000)]
     pub page: Option<i64>,
     /// Rows per page (default per list; values above 200 are capped at 200).
     #[param(minimum = 1)]

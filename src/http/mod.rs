@@ -35,6 +35,7 @@ pub mod dashboard;
 pub mod reports;
 
 use actix_web::dev::ServiceResponse;
+use actix_web::http::header;
 use actix_web::middleware::ErrorHandlerResponse;
 use actix_web::{web, HttpRequest, ResponseError};
 
@@ -76,7 +77,7 @@ pub async fn not_found(req: HttpRequest) -> actix_web::HttpResponse {
     Error::not_found(format!("No route matches {} {}.", req.method(), req.path())).error_response()
 }
 
-/// Turns actix's empty 405 into a problem body.
+/// Turns actix's empty 405 into a problem body with the `Allow` header.
 pub fn method_not_allowed<B>(
     res: ServiceResponse<B>,
 ) -> actix_web::Result<ErrorHandlerResponse<B>> {
@@ -85,8 +86,12 @@ pub fn method_not_allowed<B>(
         res.request().method(),
         res.request().path()
     );
+    let allow = openapi::allowed_methods(res.request().path());
     let (req, _) = res.into_parts();
-    let response = Error::MethodNotAllowed(detail).error_response();
+    let mut response = Error::MethodNotAllowed(detail).error_response();
+    if let Some(methods) = allow.and_then(|m| header::HeaderValue::from_str(&m).ok()) {
+        response.headers_mut().insert(header::ALLOW, methods);
+    }
     Ok(ErrorHandlerResponse::Response(
         ServiceResponse::new(req, response).map_into_right_body(),
     ))

@@ -64,7 +64,7 @@ use crate::http;
         http::reports::purchases, http::reports::vat,
     ),
     components(schemas(actors::error::Problem, actors::Role)),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &CommonResponses, &RequestRules),
     tags(
         (name = "auth", description = "Sign-in and tokens"),
         (name = "branches", description = "Branches of the chain"),
@@ -112,6 +112,340 @@ impl Modify for BearerAuth {
             ),
         );
     }
+}
+
+/// Documents the answers every route of a kind can give, whatever its
+/// handler: 400 for a malformed query or body, 401 without a valid token,
+/// 404 for a path id that names nothing, 413 for an oversized body and 503
+/// while the database is unreachable or too slow. Each is a problem body.
+struct CommonResponses;
+
+impl Modify for CommonResponses {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::path::ParameterIn;
+        use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+
+        let problem = |description: &str| {
+            RefOr::T(
+                ResponseBuilder::new()
+                    .description(description)
+                    .content(
+                        actors::error::PROBLEM_JSON,
+                        ContentBuilder::new()
+                            .schema(Some(Ref::from_schema_name("Problem")))
+                            .build(),
+                    )
+                    .build(),
+            )
+        };
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let needs_database = !matches!(path.as_str(), "/healthz" | "/metrics");
+            for op in [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                let params = op.parameters.as_deref().unwrap_or_default();
+                let has_path = params
+                    .iter()
+                    .any(|p| matches!(p.parameter_in, ParameterIn::Path));
+                let has_query = params
+                    .iter()
+                    .any(|p| matches!(p.parameter_in, ParameterIn::Query));
+                let has_body = op.request_body.is_some();
+                let secured = op.security.as_ref().is_some_and(|s| !s.is_empty());
+                let mut add = |status: &str, description: &str| {
+                    op.responses
+                        .responses
+                        .entry(status.to_owned())
+                        .or_insert_with(|| problem(description));
+                };
+                if has_query || has_body {
+                    add("400", "The request is malformed or a value is invalid.");
+                }
+                if secured {
+                    add("401", "No valid access token.");
+                }
+                if has_path {
+                    add("404", "The id names nothing (a malformed id included).");
+                }
+                if has_body {
+                    add("413", "The body is larger than the limit.");
+                }
+                if needs_database {
+                    add(
+                        "503",
+                        "The database is unreachable or too slow, or the service is busy; retry after `Retry-After` seconds.",
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Rules of request fields the handlers enforce that the derived schemas do
+/// not state (found by fuzzing against the document): closed value lists,
+/// non-blank names, list sizes, whole-unit quantities, amounts above zero,
+/// and the fields a create needs where one struct serves create and update.
+/// Each rule is no stricter than its handler; enumerations are written as
+/// case-insensitive patterns where the handler trims and folds case.
+struct RequestRules;
+
+/// A pattern matching `words` in any case, surrounded by optional blanks.
+fn any_case(words: &[&str]) -> String {
+    let alternatives: Vec<String> = words
+        .iter()
+        .map(|w| {
+            w.chars()
+                .map(|c| {
+                    if c.is_ascii_alphabetic() {
+                        format!("[{}{}]", c.to_ascii_uppercase(), c.to_ascii_lowercase())
+                    } else {
+                        c.to_string()
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    format!("^\\s*({})\\s*$", alternatives.join("|"))
+}
+
+/// A pattern matching exactly `words`, surrounded by optional blanks.
+fn trimmed(words: &[&str]) -> String {
+    format!("^\\s*({})\\s*$", words.join("|"))
+}
+
+impl Modify for RequestRules {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use serde_json::{json, Value};
+
+        const NON_BLANK: &str = "\\S";
+        let rules: Vec<(&str, &str, Value)> = vec![
+            (
+                "SaleRequest",
+                "payment_method",
+                json!({"pattern": any_case(&["cash", "card", "mobile_money", "credit"])}),
+            ),
+            (
+                "SaleRequest",
+                "items",
+                json!({"minItems": 1, "maxItems": 200}),
+            ),
+            (
+                "SaleLineRequest",
+                "quantity",
+                json!({"type": "integer", "minimum": 1, "maximum": 1_000_000}),
+            ),
+            (
+                "CountRequest",
+                "items",
+                json!({"minItems": 1, "maxItems": 2000}),
+            ),
+            (
+                "PrescriptionCreate",
+                "items",
+                json!({"minItems": 1, "maxItems": 100}),
+            ),
+            (
+                "PrescriptionCreate",
+                "patient_name",
+                json!({"pattern": NON_BLANK}),
+            ),
+            (
+                "PrescriptionItemWrite",
+                "quantity",
+                json!({"type": "integer", "minimum": 1, "maximum": 1_000_000}),
+            ),
+            (
+                "TransferCreate",
+                "qty",
+                json!({"type": "integer", "minimum": 1, "maximum": 1_000_000}),
+            ),
+            (
+                "PurchaseRequest",
+                "batch_number",
+                json!({"pattern": NON_BLANK, "maxLength": 100}),
+            ),
+            ("ApprovalCreate", "kind", json!({"pattern": NON_BLANK})),
+            (
+                "WillCallCreate",
+                "patient_name",
+                json!({"pattern": NON_BLANK}),
+            ),
+            ("DeviceCreate", "name", json!({"pattern": NON_BLANK})),
+            ("ContactRequest", "name", json!({"pattern": NON_BLANK})),
+            ("ContactRequest", "message", json!({"pattern": NON_BLANK})),
+            ("CouponCreate", "code", json!({"pattern": NON_BLANK})),
+            (
+                "CouponCreate",
+                "discount_type",
+                json!({"pattern": any_case(&["percentage", "fixed"])}),
+            ),
+            (
+                "CouponCreate",
+                "discount_value",
+                json!({"exclusiveMinimum": 0}),
+            ),
+            ("CustomerWrite", "name", json!({"pattern": NON_BLANK})),
+            ("MedicineWrite", "name", json!({"pattern": NON_BLANK})),
+            ("SupplierWrite", "name", json!({"pattern": NON_BLANK})),
+            ("PrinterWrite", "name", json!({"pattern": NON_BLANK})),
+            (
+                "PrinterWrite",
+                "kind",
+                json!({"pattern": trimmed(&["receipt_80mm", "receipt_58mm", "a4_invoice", "label", "report"])}),
+            ),
+            (
+                "PrinterWrite",
+                "connection",
+                json!({"pattern": trimmed(&["browser"])}),
+            ),
+            ("TemplateWrite", "name", json!({"pattern": NON_BLANK})),
+            (
+                "QuarantineRequest",
+                "status",
+                json!({"pattern": any_case(&["quarantined", "active", "recalled"])}),
+            ),
+            ("PaymentRequest", "amount", json!({"exclusiveMinimum": 0})),
+            (
+                "InvoiceRequest",
+                "total_amount",
+                json!({"exclusiveMinimum": 0}),
+            ),
+            (
+                "SupplierPaymentRequest",
+                "amount",
+                json!({"exclusiveMinimum": 0}),
+            ),
+            ("RateWrite", "rate", json!({"exclusiveMinimum": 0})),
+        ];
+        // Flags (`actors::input::Flag`) take a boolean or the snapshot's 0/1.
+        let flag = json!({"anyOf": [{"type": "boolean"}, {"type": "integer", "enum": [0, 1]}]});
+        let flags: &[(&str, &[&str])] = &[
+            ("CustomerWrite", &["is_credit_allowed"]),
+            (
+                "MedicineWrite",
+                &[
+                    "requires_prescription",
+                    "is_controlled",
+                    "requires_cold_chain",
+                    "is_active",
+                ],
+            ),
+            ("SupplierWrite", &["is_active"]),
+            ("PrinterWrite", &["is_default", "auto_print", "kick_drawer"]),
+            (
+                "TemplateWrite",
+                &["show_logo", "show_vat", "show_batch", "is_default"],
+            ),
+            ("PickupRequest", &["signature_captured"]),
+            (
+                "SettingsWrite",
+                &[
+                    "show_vat_breakdown",
+                    "show_pharmacist_on_receipt",
+                    "auto_print_receipt",
+                    "tax_enabled",
+                ],
+            ),
+        ];
+        let rules = rules.into_iter().chain(
+            flags
+                .iter()
+                .flat_map(|(schema, fields)| fields.iter().map(|f| (*schema, *f, flag.clone()))),
+        );
+        let Some(components) = openapi.components.as_mut() else {
+            return;
+        };
+        for (schema, property, patch) in rules {
+            let Some(entry) = components.schemas.get_mut(schema) else {
+                continue;
+            };
+            let Ok(mut value) = serde_json::to_value(&*entry) else {
+                continue;
+            };
+            let Some(target) = value
+                .get_mut("properties")
+                .and_then(|p| p.get_mut(property))
+                .and_then(Value::as_object_mut)
+            else {
+                continue;
+            };
+            if patch.get("anyOf").is_some() {
+                // A union replaces the derived type; `null` stays allowed
+                // where it was.
+                let nullable = target
+                    .get("type")
+                    .and_then(Value::as_array)
+                    .is_some_and(|t| t.iter().any(|t| t == "null"));
+                target.remove("type");
+                target.remove("format");
+                let mut any = patch["anyOf"].clone();
+                if let (true, Some(items)) = (nullable, any.as_array_mut()) {
+                    items.push(json!({"type": "null"}));
+                }
+                target.insert("anyOf".to_owned(), any);
+                if let Ok(patched) = serde_json::from_value(value) {
+                    *entry = patched;
+                }
+                continue;
+            }
+            if let Some(fields) = patch.as_object() {
+                for (k, v) in fields {
+                    target.insert(k.clone(), v.clone());
+                }
+            }
+            // An integer rule replaces a `number` type, keeping `null` where allowed.
+            if patch.get("type").is_some() {
+                target.remove("format");
+            }
+            if let Ok(patched) = serde_json::from_value(value) {
+                *entry = patched;
+            }
+        }
+    }
+}
+
+/// The methods the document lists for a concrete request path, for the
+/// `Allow` header of a 405 (RFC 9110).
+pub fn allowed_methods(path: &str) -> Option<String> {
+    static TABLE: std::sync::LazyLock<Vec<(Vec<String>, String)>> =
+        std::sync::LazyLock::new(|| {
+            document()
+                .paths
+                .paths
+                .iter()
+                .map(|(template, item)| {
+                    let segments = template.split('/').map(str::to_owned).collect();
+                    let methods: Vec<&str> = [
+                        ("GET", item.get.is_some()),
+                        ("PUT", item.put.is_some()),
+                        ("POST", item.post.is_some()),
+                        ("DELETE", item.delete.is_some()),
+                        ("PATCH", item.patch.is_some()),
+                    ]
+                    .into_iter()
+                    .filter_map(|(m, present)| present.then_some(m))
+                    .collect();
+                    (segments, methods.join(", "))
+                })
+                .collect()
+        });
+    let wanted: Vec<&str> = path.split('/').collect();
+    TABLE
+        .iter()
+        .find(|(segments, _)| {
+            segments.len() == wanted.len()
+                && segments.iter().zip(&wanted).all(|(t, w)| {
+                    (t.starts_with('{') && t.ends_with('}') && !w.is_empty()) || t == w
+                })
+        })
+        .map(|(_, methods)| methods.clone())
 }
 
 pub fn document() -> utoipa::openapi::OpenApi {

@@ -37,7 +37,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct PrescriptionItemWrite {
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = Uuid)]
     pub medicine_id: Uuid,
     /// Whole units, 1 or more.
     #[schema(value_type = i64, minimum = 1)]
@@ -54,7 +54,7 @@ pub struct PrescriptionCreate {
     pub prescriber_license: Option<String>,
     pub notes: Option<String>,
     /// Admins only: the branch the prescription belongs to (default the caller's).
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = Uuid)]
     pub branch_id: Option<Uuid>,
     /// At least one line, at most 100.
     pub items: Option<Vec<PrescriptionItemWrite>>,
@@ -132,6 +132,9 @@ pub async fn create(
 #[into_params(parameter_in = Query)]
 pub struct PrescriptionQuery {
     /// `PENDING`, `DISPENSED` or `CANCELLED` (any case; empty = all).
+    #[param(
+        pattern = "^\\s*([Pp][Ee][Nn][Dd][Ii][Nn][Gg]|[Dd][Ii][Ss][Pp][Ee][Nn][Ss][Ee][Dd]|[Cc][Aa][Nn][Cc][Ee][Ll][Ll][Ee][Dd])?\\s*$"
+    )]
     pub status: Option<String>,
     /// Admins only: another branch's prescriptions (default the caller's).
     pub branch_id: Option<Uuid>,
@@ -281,7 +284,7 @@ async fn run_move(
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct DispenseRequest {
     /// Required: the sale that filled the prescription, of the same branch.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = Uuid)]
     pub sale_id: Option<Uuid>,
 }
 

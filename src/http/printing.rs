@@ -110,7 +110,7 @@ pub struct BranchQuery {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct PrinterWrite {
     /// Default: the caller's branch. Cannot change on update.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = Uuid)]
     pub branch_id: Option<Uuid>,
     pub name: Option<String>,
     /// `receipt_80mm` (default), `receipt_58mm`, `a4_invoice`, `label`, `report`.
@@ -299,7 +299,7 @@ async fn delete(
 #[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct TemplateWrite {
     /// Default: the caller's branch. Cannot change on update.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = Uuid)]
     pub branch_id: Option<Uuid>,
     pub name: Option<String>,
     /// `mm80` (default), `mm58` or `a4`.
@@ -446,7 +446,7 @@ pub async fn delete_template(
 #[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct PrintJobWrite {
     /// Default: the caller's branch. Only admins may name another.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = Uuid)]
     pub branch_id: Option<Uuid>,
     /// The sale or document printed. Required unless `reprint_of` is given.
     pub reference_id: Option<String>,
@@ -460,7 +460,7 @@ pub struct PrintJobWrite {
     pub status: Option<String>,
     /// A job of the same branch this one reprints: the status becomes
     /// `reprint` and `reference_id` defaults to that job's.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = Uuid)]
     pub reprint_of: Option<Uuid>,
 }
 

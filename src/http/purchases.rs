@@ -23,11 +23,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct PurchaseRequest {
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = Uuid)]
     pub supplier_id: Uuid,
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = Uuid)]
     pub medicine_id: Uuid,
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = Uuid)]
     pub branch_id: Uuid,
     pub batch_number: String,
     #[schema(value_type = String, format = Date)]

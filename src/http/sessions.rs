@@ -27,7 +27,7 @@ pub struct OpenRequest {
     #[schema(value_type = Option<f64>, minimum = 0)]
     pub opening_float: Option<Decimal>,
     /// Admins only: open on another branch.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = Uuid)]
     pub branch_id: Option<Uuid>,
 }
 
@@ -40,7 +40,7 @@ pub struct BranchQuery {
 
 /// Opens the branch's cash session, or returns the one already open.
 #[utoipa::path(post, path = "/api/v1/sessions/open", tag = "sessions", security(("bearer" = [])),
-    request_body(content = OpenRequest, description = "May be omitted"),
+    request_body(content = Option<OpenRequest>, description = "May be omitted"),
     responses((status = 200, body = CashSession), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),

@@ -28,13 +28,13 @@ pub struct CountRequest {
     /// Required, non-empty; each medicine at most once.
     pub items: Option<Vec<CountRequestItem>>,
     /// Admins only: count on another branch.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = Uuid)]
     pub branch_id: Option<Uuid>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CountRequestItem {
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = Uuid)]
     pub medicine_id: Uuid,
     /// Units on the shelf: a whole number, 0 or more.
     #[schema(value_type = f64, minimum = 0)]

@@ -141,7 +141,7 @@ pub struct ReorderQuery {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ReorderSuggestion {
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = Uuid)]
     pub medicine_id: Uuid,
     pub name: String,
     /// Units on hand in the scope (branch or chain).
@@ -150,7 +150,7 @@ pub struct ReorderSuggestion {
     /// `2 × low_stock_threshold − stock_quantity`.
     pub suggested_qty: i64,
     /// Supplier of the most recently received batch naming one.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = Uuid)]
     pub supplier_id: Option<Uuid>,
     pub supplier_name: Option<String>,
     pub lead_time_days: Option<i32>,
@@ -234,13 +234,13 @@ pub async fn reorder_suggestions(
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct InvoiceRequest {
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = Uuid)]
     pub supplier_id: Option<Uuid>,
     /// More than 0; a number or a decimal string.
     #[schema(value_type = f64, minimum = 0)]
     pub total_amount: Option<Decimal>,
     /// Default the caller's branch; only admins may name another.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = Uuid)]
     pub branch_id: Option<Uuid>,
     pub invoice_no: Option<String>,
     /// `YYYY-MM-DD`.
@@ -305,7 +305,10 @@ pub struct InvoiceQuery {
     pub supplier_id: Option<Uuid>,
     /// Admins only: one branch (default: the whole chain). Others see their own branch.
     pub branch_id: Option<Uuid>,
-    /// `unpaid`, `partial` or `paid`.
+    /// `unpaid`, `partial` or `paid` (any case; empty = all).
+    #[param(
+        pattern = "^\\s*([Uu][Nn][Pp][Aa][Ii][Dd]|[Pp][Aa][Rr][Tt][Ii][Aa][Ll]|[Pp][Aa][Ii][Dd])?\\s*$"
+    )]
     pub status: Option<String>,
 }
 

@@ -36,12 +36,12 @@ const READERS: &[Role] = &[
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct TransferCreate {
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = Uuid)]
     pub medicine_id: Uuid,
     /// A non-admin may only send from its own branch.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = Uuid)]
     pub from_branch_id: Uuid,
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = Uuid)]
     pub to_branch_id: Uuid,
     /// Whole units, more than 0.
     #[schema(value_type = f64, minimum = 1)]
@@ -55,8 +55,10 @@ pub struct TransferQuery {
     /// Transfers from or to this branch (non-admins: their own only).
     pub branch_id: Option<Uuid>,
     /// First day, `YYYY-MM-DD` (inclusive, organisation calendar).
+    #[param(schema_with = crate::http::window::day_or_blank)]
     pub from_date: Option<String>,
     /// Last day, `YYYY-MM-DD` (inclusive, organisation calendar).
+    #[param(schema_with = crate::http::window::day_or_blank)]
     pub to_date: Option<String>,
 }
 

@@ -48,7 +48,7 @@ pub struct UserCreate {
     pub password: String,
     pub full_name: String,
     pub role: Role,
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = Uuid)]
     pub branch_id: Uuid,
     pub phone: Option<String>,
 }
@@ -59,7 +59,7 @@ pub struct UserUpdate {
     pub password: Option<String>,
     pub full_name: Option<String>,
     pub role: Option<Role>,
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = Uuid)]
     pub branch_id: Option<Uuid>,
     pub phone: Option<String>,
     pub is_active: Option<bool>,

@@ -117,3 +117,21 @@ fn day(field: &str, value: Option<&str>) -> Result<Option<NaiveDate>> {
         )),
     }
 }
+
+/// The document's schema of an optional day parameter read as text: a
+/// `YYYY-MM-DD` date, or blank for the default.
+pub fn day_or_blank() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{AnyOfBuilder, KnownFormat, ObjectBuilder, SchemaFormat, Type};
+    AnyOfBuilder::new()
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Date))),
+        )
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some("^\\s*$")),
+        )
+        .into()
+}

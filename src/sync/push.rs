@@ -49,7 +49,7 @@ pub struct Pusher {
 /// a different change reusing its mutation id.
 #[derive(Debug, Clone)]
 pub struct Change {
-    pub client_mutation_id: Option<String>,
+    pub client_mutation_id: String,
     pub entity: String,
     pub op: String,
     pub payload: Json,
@@ -57,20 +57,43 @@ pub struct Change {
 }
 
 impl Change {
-    pub fn parse(raw: &Json) -> Change {
-        let text = |k: &str| raw.get(k).and_then(Json::as_str).unwrap_or_default();
-        let payload = raw.get("payload").cloned().unwrap_or(Json::Null);
-        let canonical = json!({"entity": text("entity"), "op": text("op"), "payload": payload});
-        Change {
-            client_mutation_id: raw
-                .get("client_mutation_id")
-                .and_then(Json::as_str)
-                .map(str::to_owned),
-            entity: text("entity").to_owned(),
-            op: text("op").to_owned(),
+    /// The shape of `changes[index]`: an object with a `client_mutation_id`
+    /// of 1 to 200 characters, string `entity` and `op`, and an object
+    /// `payload`; else 400 naming the field. (Unknown entities and ops are
+    /// not shape errors: they are answered per change as `unsupported`.)
+    pub fn parse(raw: &Json, index: usize) -> Result<Change> {
+        let field = |k: &str| format!("changes[{index}].{k}");
+        let text = |k: &str| {
+            raw.get(k).and_then(Json::as_str).ok_or_else(|| {
+                Error::validation(field(k), format!("`{}` must be a string.", field(k)))
+            })
+        };
+        let cmid = text("client_mutation_id")?;
+        if cmid.trim().is_empty() || cmid.chars().count() > 200 {
+            return Err(Error::validation(
+                field("client_mutation_id"),
+                "Each change needs a `client_mutation_id` of 1 to 200 characters.",
+            ));
+        }
+        let (entity, op) = (text("entity")?, text("op")?);
+        let payload = raw
+            .get("payload")
+            .filter(|p| p.is_object())
+            .cloned()
+            .ok_or_else(|| {
+                Error::validation(
+                    field("payload"),
+                    format!("`{}` must be an object.", field("payload")),
+                )
+            })?;
+        let canonical = json!({"entity": entity, "op": op, "payload": payload});
+        Ok(Change {
+            client_mutation_id: cmid.to_owned(),
+            entity: entity.to_owned(),
+            op: op.to_owned(),
             payload,
             digest: hex::encode(Sha256::digest(canonical.to_string().as_bytes())),
-        }
+        })
     }
 }
 
@@ -193,15 +216,7 @@ enum Verdict {
 /// entry)`. A client mistake is a rejection; a fault of ours or of the
 /// database stops the batch (the device retries; what was applied replays).
 async fn apply_change(pool: &Pool, pusher: &Pusher, change: Change) -> Result<(bool, Json)> {
-    let Some(cmid) = valid_mutation_id(change.client_mutation_id.as_deref()) else {
-        let answer = rejected(
-            change.client_mutation_id.as_deref(),
-            "invalid",
-            "Each change needs a `client_mutation_id` of 1 to 200 characters.",
-        );
-        count(&change.entity, "invalid");
-        return Ok((false, answer));
-    };
+    let cmid = change.client_mutation_id.as_str();
     let mut client = pool.get().await?;
     let mut tx = client.transaction().await?;
     if let Some(stored) = claim(&tx, pusher.device_id, cmid, &change).await? {
@@ -246,11 +261,11 @@ async fn apply_change(pool: &Pool, pusher: &Pusher, change: Change) -> Result<(b
                 client_mutation_id: cmid,
             };
             let id = conflicts::insert(&tx, &origin, c).await?;
-            let mut answer = rejected(Some(cmid), "conflict", &id.to_string());
+            let mut answer = rejected(cmid, "conflict", &id.to_string());
             answer["conflict_id"] = json!(id);
             (false, answer, Some(entity_id))
         }
-        Ok(Verdict::Unsupported(why)) => (false, rejected(Some(cmid), "unsupported", &why), None),
+        Ok(Verdict::Unsupported(why)) => (false, rejected(cmid, "unsupported", &why), None),
         Err(e) => (false, rejection(cmid, &e), None),
     };
     store_answer(&tx, pusher.device_id, cmid, accepted, &answer, entity_id).await?;
@@ -269,10 +284,6 @@ async fn apply_change(pool: &Pool, pusher: &Pusher, change: Change) -> Result<(b
         "push change"
     );
     Ok((accepted, answer))
-}
-
-fn valid_mutation_id(id: Option<&str>) -> Option<&str> {
-    id.filter(|s| !s.trim().is_empty() && s.chars().count() <= 200)
 }
 
 fn count(entity: &str, outcome: &str) {
@@ -331,7 +342,7 @@ async fn claim(
         return Ok(Some((
             false,
             rejected(
-                Some(cmid),
+                cmid,
                 "idempotency_mismatch",
                 "This client_mutation_id was already used for a different change.",
             ),
@@ -383,7 +394,7 @@ fn rejects(e: &Error) -> bool {
     )
 }
 
-fn rejected(cmid: Option<&str>, code: &str, message: &str) -> Json {
+fn rejected(cmid: &str, code: &str, message: &str) -> Json {
     json!({"client_mutation_id": cmid, "code": code, "message": message})
 }
 
@@ -394,7 +405,7 @@ fn rejection(cmid: &str, e: &Error) -> Json {
         Error::Conflict(_) => "refused",
         _ => "invalid",
     };
-    let mut answer = rejected(Some(cmid), code, &e.to_string());
+    let mut answer = rejected(cmid, code, &e.to_string());
     if let Error::Validation {
         field: Some(field), ..
     } = e
@@ -421,9 +432,6 @@ async fn effect<C: GenericClient + Sync>(
             "`{}`/`{}` is not a change this server applies.",
             change.entity, change.op
         )));
-    }
-    if !change.payload.is_object() {
-        return Err(Error::validation("payload", "`payload` must be an object."));
     }
     let Some(entity) = entity else {
         return sale(tx, pusher, cmid, &change.payload).await;

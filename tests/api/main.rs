@@ -42,3 +42,8 @@ mod will_call;
 // Dashboard and reports (issue 7).
 mod dashboard;
 mod reports;
+// Reliability and security (issue 9).
+mod fuzz_bodies;
+mod isolation;
+mod limits;
+mod token_attacks;

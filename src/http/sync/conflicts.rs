@@ -46,6 +46,7 @@ pub async fn list(
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ResolveRequest {
     /// `last_write_wins`, `client`, `server` or `merge`.
+    #[schema(value_type = String, required = true, pattern = "^(last_write_wins|client|server|merge)$")]
     pub strategy: Option<String>,
 }
 

@@ -29,6 +29,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 pub struct PushChange {
     /// The till's id for this change; a repeat has one effect and gets the
     /// first answer again.
+    #[schema(min_length = 1, max_length = 200)]
     client_mutation_id: String,
     /// `sale`, `customer`, `supplier` or `medicine`.
     entity: String,
@@ -65,7 +66,7 @@ pub struct AcceptedChange {
 #[derive(Debug, ToSchema)]
 #[allow(dead_code)]
 pub struct RejectedChange {
-    client_mutation_id: Option<String>,
+    client_mutation_id: String,
     /// `invalid`, `not_found`, `forbidden`, `refused`, `unsupported`,
     /// `conflict` or `idempotency_mismatch`.
     code: String,
@@ -114,6 +115,11 @@ pub async fn push(
             changes.len()
         )));
     }
+    let changes = changes
+        .iter()
+        .enumerate()
+        .map(|(i, raw)| Change::parse(raw, i))
+        .collect::<Result<Vec<_>>>()?;
     let device = device(&state, &caller, device_id).await?;
     let span = tracing::info_span!("push", device_id = %device.id, changes = changes.len());
     let batch = PushBatch {
@@ -124,7 +130,7 @@ pub async fn push(
             role: caller.role,
             org_id: caller.org_id,
         },
-        changes: changes.iter().map(Change::parse).collect(),
+        changes,
         actors: state.actors.clone(),
         span,
     };

@@ -422,3 +422,96 @@ pub fn assert_problem(status: StatusCode, body: &Value, expected: StatusCode) {
         "problem shape: {body}"
     );
 }
+
+// Reliability and fault tests (issue 9): more server processes on one
+// database, and an app on a database of another cluster.
+
+/// Another server process on a running app's database; stopped on drop.
+pub struct OtherProcess {
+    /// `http://127.0.0.1:<port>/api/v1`
+    pub base: String,
+    handle: actix_web::dev::ServerHandle,
+}
+
+impl TestApp {
+    /// Starts a second, independent server (own actors, own pool) on this
+    /// app's database, as a second process would be.
+    pub fn second_process(&self) -> OtherProcess {
+        let config = self.config.clone();
+        let url = config.database.url.clone().expect("url");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            actix_web::rt::System::new().block_on(async move {
+                let pool = db::pool(&url, &config.database).expect("pool");
+                let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+                let running = app::start(config, pool, listener).expect("start");
+                tx.send((running.port, running.server.handle()))
+                    .expect("send");
+                let _ = running.server.await;
+            })
+        });
+        let (port, handle) = rx.recv().expect("second server started");
+        OtherProcess {
+            base: format!("http://127.0.0.1:{port}/api/v1"),
+            handle,
+        }
+    }
+
+    /// The app on an existing, migrated database at `url` (for example on a
+    /// cluster a test stops and starts itself). The database is not dropped.
+    pub async fn spawn_on(url: &str, tune: impl FnOnce(&mut Config)) -> TestApp {
+        let mut config = test_config();
+        if let Ok(level) = std::env::var("TEST_LOG") {
+            config.log.level = level;
+            pharmacy::telemetry::init_logging(&config.log);
+        }
+        config.database.url = Some(url.to_owned());
+        tune(&mut config);
+        let server_config = config.clone();
+        let server_url = url.to_owned();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            actix_web::rt::System::new().block_on(async move {
+                let pool = db::pool(&server_url, &server_config.database).expect("pool");
+                let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+                let running = app::start(server_config, pool, listener).expect("start");
+                tx.send((running.port, running.server.handle()))
+                    .expect("send");
+                let _ = running.server.await;
+            })
+        });
+        let (port, handle) = rx.recv().expect("server started");
+        let pool = db::pool(url, &config.database).expect("pool");
+        let org_id = {
+            let client = pool.get().await.expect("conn");
+            pharmacy::seed::ensure_organisation(&client, "Test Chain")
+                .await
+                .expect("org")
+        };
+        TestApp {
+            base: format!("http://127.0.0.1:{port}/api/v1"),
+            root: format!("http://127.0.0.1:{port}"),
+            http: reqwest::Client::new(),
+            pool,
+            config,
+            org_id,
+            // Not a database of the shared test cluster: nothing to drop there.
+            db_name: format!("not_on_the_test_cluster_{}", Uuid::now_v7().simple()),
+            handle,
+        }
+    }
+}
+
+impl Drop for OtherProcess {
+    fn drop(&mut self) {
+        let handle = self.handle.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(handle.stop(false));
+        })
+        .join();
+    }
+}

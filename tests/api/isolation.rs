@@ -1,0 +1,1190 @@
+//! Branch isolation and role matrices, generated from tables.
+//!
+//! Isolation: a non-admin of branch A, in every role the route admits, aims
+//! at branch B's objects (ids in the path, `branch_id` in the query or body,
+//! B's ids inside bodies and push payloads): the answer is a problem body
+//! (403 or 404; 400 where the id sits inside a body and the service's rule
+//! is "names no record of your branch"), and nothing in the database moves.
+//! A's lists, snapshot and change feed carry none of B's own records.
+//!
+//! Roles: every route × every role against the spec's role rules (its
+//! Endpoints section and the conventions' role list): an allowed role never
+//! gets 401/403, any other role gets 403 with a problem body.
+
+use std::collections::BTreeMap;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::common::{Role, TestApp};
+
+const ALL: &[Role] = &[
+    Role::Admin,
+    Role::BranchManager,
+    Role::InventoryManager,
+    Role::Pharmacist,
+    Role::Cashier,
+    Role::Auditor,
+];
+const ADMIN: &[Role] = &[Role::Admin];
+const MANAGERS: &[Role] = &[Role::Admin, Role::BranchManager];
+const CATALOGUE: &[Role] = &[Role::Admin, Role::BranchManager, Role::InventoryManager];
+const REPORTS: &[Role] = &[Role::Admin, Role::BranchManager, Role::Auditor];
+const SELLERS: &[Role] = &[
+    Role::Admin,
+    Role::BranchManager,
+    Role::Pharmacist,
+    Role::Cashier,
+];
+const RX_WRITERS: &[Role] = &[Role::Admin, Role::BranchManager, Role::Pharmacist];
+const QUARANTINE: &[Role] = &[
+    Role::Admin,
+    Role::BranchManager,
+    Role::InventoryManager,
+    Role::Pharmacist,
+];
+const TRANSFER_READERS: &[Role] = &[
+    Role::Admin,
+    Role::BranchManager,
+    Role::InventoryManager,
+    Role::Auditor,
+];
+const PUSHERS: &[Role] = &[Role::Admin, Role::Cashier];
+/// Report readers held to their own branch: auditors, like admins, read
+/// the whole chain by decision (README, "Reports"), so only the branch
+/// manager is isolated there.
+const BRANCH_REPORTS: &[Role] = &[Role::Admin, Role::BranchManager];
+const PURCHASERS: &[Role] = &[Role::Admin, Role::Pharmacist];
+const AUDIT: &[Role] = &[Role::Admin, Role::Auditor];
+
+/// Every table a request could write, each as a digest of its rows.
+/// `skip` leaves out tables a refused push writes by design (the stored
+/// rejection answers and the device's `last_seen_at`).
+async fn fingerprint(app: &TestApp, skip: &[&str]) -> BTreeMap<String, String> {
+    let client = app.pool.get().await.unwrap();
+    let tables: Vec<String> = client
+        .query(
+            "SELECT tablename::text FROM pg_tables WHERE schemaname = 'public'
+               AND tablename NOT IN ('rate_limits', 'refresh_tokens', 'schema_migrations')
+             ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .filter(|t: &String| !skip.contains(&t.as_str()))
+        .collect();
+    let mut out = BTreeMap::new();
+    for t in tables {
+        let digest: String = client
+            .query_one(
+                &format!(
+                    "SELECT count(*)::text || ':' || md5(coalesce(string_agg(x::text, '|' ORDER BY x::text), '')) FROM {t} x"
+                ),
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        out.insert(t, digest);
+    }
+    out
+}
+
+/// Branch A (the callers), branch B (the target), branch C (B's transfer
+/// partner) and the objects of B every case aims at.
+struct World {
+    app: TestApp,
+    a: Uuid,
+    b: Uuid,
+    /// A's users, one per role: (user id, token).
+    tokens: BTreeMap<&'static str, (Uuid, String)>,
+    admin: String,
+    /// B's objects by name.
+    of_b: BTreeMap<&'static str, String>,
+    /// A's objects by name.
+    of_a: BTreeMap<&'static str, String>,
+}
+
+impl World {
+    fn token(&self, role: Role) -> &str {
+        &self.tokens[role.as_str()].1
+    }
+
+    fn b(&self, name: &str) -> &str {
+        self.of_b
+            .get(name)
+            .unwrap_or_else(|| panic!("no B object {name}"))
+    }
+
+    fn a(&self, name: &str) -> &str {
+        self.of_a
+            .get(name)
+            .unwrap_or_else(|| panic!("no A object {name}"))
+    }
+}
+
+async fn created(app: &TestApp, token: &str, path: &str, body: Value) -> Value {
+    let (status, v) = app.post(path, token, body).await;
+    assert!(
+        status == StatusCode::CREATED || status == StatusCode::OK,
+        "{path}: {status} {v}"
+    );
+    v
+}
+
+fn id(v: &Value) -> String {
+    v["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no id in {v}"))
+        .to_owned()
+}
+
+async fn world() -> World {
+    let app = TestApp::spawn().await;
+    let a = app.branch("AAA").await;
+    let b = app.branch("BBB").await;
+    let c = app.branch("CCC").await;
+    let (_, admin) = app.signed_in(a, Role::Admin).await;
+    let mut tokens = BTreeMap::new();
+    for role in ALL {
+        let (user, token) = app.signed_in(a, *role).await;
+        tokens.insert(role.as_str(), (user.id, token));
+    }
+    let medicine = app
+        .medicine(
+            &admin,
+            json!({"name": "Amoxicillin", "selling_price": 1000}),
+        )
+        .await;
+    let m = medicine["id"].clone();
+    app.receive(&admin, &m, a, 100, "2035-01-01").await;
+    let batch_b = app.receive(&admin, &m, b, 100, "2035-01-01").await;
+
+    let mut of_b = BTreeMap::new();
+    let mut of_a = BTreeMap::new();
+    of_a.insert("medicine", m.as_str().unwrap().to_owned());
+    of_b.insert("batch", id(&batch_b));
+    // Cash sessions first, so the sales count into them.
+    created(&app, &admin, "/sessions/open", json!({"branch_id": a})).await;
+    let session_b = created(&app, &admin, "/sessions/open", json!({"branch_id": b})).await;
+    of_b.insert("session", id(&session_b));
+    let sale_a = created(
+        &app,
+        &admin,
+        "/sales",
+        json!({"branch_id": a, "items": [{"medicine_id": m, "quantity": 1}], "payment_method": "cash"}),
+    )
+    .await;
+    of_a.insert("sale", id(&sale_a));
+    let sale_b = created(
+        &app,
+        &admin,
+        "/sales",
+        json!({"branch_id": b, "items": [{"medicine_id": m, "quantity": 1}], "payment_method": "cash"}),
+    )
+    .await;
+    of_b.insert("sale", id(&sale_b));
+    let rx = |branch: Uuid| {
+        json!({"branch_id": branch, "patient_name": "Patient", "prescriber_name": "Dr Who",
+               "items": [{"medicine_id": m, "quantity": 1}]})
+    };
+    of_b.insert(
+        "prescription",
+        id(&created(&app, &admin, "/prescriptions", rx(b)).await),
+    );
+    of_a.insert(
+        "prescription",
+        id(&created(&app, &admin, "/prescriptions", rx(a)).await),
+    );
+    let will_call = created(
+        &app,
+        &admin,
+        "/dispensing/will-call",
+        json!({"branch_id": b, "patient_name": "Waiting"}),
+    )
+    .await;
+    of_b.insert("will_call", id(&will_call));
+    // An approval filed by one of B's users.
+    let (_, b_cashier) = app.signed_in(b, Role::Cashier).await;
+    let approval = created(
+        &app,
+        &b_cashier,
+        "/approvals",
+        json!({"kind": "refund", "reference_id": "x", "reason": "test"}),
+    )
+    .await;
+    of_b.insert("approval", id(&approval));
+    let printer = created(
+        &app,
+        &admin,
+        "/printing/printers",
+        json!({"branch_id": b, "name": "B printer"}),
+    )
+    .await;
+    of_b.insert("printer", id(&printer));
+    let template = created(
+        &app,
+        &admin,
+        "/printing/receipt-templates",
+        json!({"branch_id": b, "name": "B template"}),
+    )
+    .await;
+    of_b.insert("template", id(&template));
+    let job = created(
+        &app,
+        &admin,
+        "/printing/print-jobs",
+        json!({"branch_id": b, "reference_id": of_b["sale"]}),
+    )
+    .await;
+    of_b.insert("print_job", id(&job));
+    let supplier = app.supplier("Supplier").await;
+    of_a.insert("supplier", supplier.to_string());
+    let invoice = created(
+        &app,
+        &admin,
+        "/supplier-finance/invoices",
+        json!({"branch_id": b, "supplier_id": supplier, "total_amount": 5000}),
+    )
+    .await;
+    of_b.insert("invoice", id(&invoice));
+    let device_b = created(
+        &app,
+        &admin,
+        "/devices",
+        json!({"name": "B till", "branch_id": b}),
+    )
+    .await;
+    of_b.insert("device", id(&device_b));
+    let device_a = created(
+        &app,
+        &admin,
+        "/devices",
+        json!({"name": "A till", "branch_id": a}),
+    )
+    .await;
+    of_a.insert("device", id(&device_a));
+    let transfer = created(
+        &app,
+        &admin,
+        "/transfers",
+        json!({"medicine_id": m, "from_branch_id": b, "to_branch_id": c, "qty": 2}),
+    )
+    .await;
+    of_b.insert("transfer", id(&transfer));
+    let user_b = app.user(b, Role::Pharmacist).await;
+    of_b.insert("user", user_b.id.to_string());
+    of_b.insert("branch", b.to_string());
+    World {
+        app,
+        a,
+        b,
+        tokens,
+        admin,
+        of_b,
+        of_a,
+    }
+}
+
+/// One isolation case: a request, the roles of A that may call the route,
+/// and the statuses that count as refused.
+struct Case {
+    method: Method,
+    path: String,
+    body: Option<Value>,
+    roles: &'static [Role],
+    refused: &'static [u16],
+}
+
+const HIDDEN: &[u16] = &[403, 404];
+/// An id of B inside a body: "names no record of your branch" may be a 400.
+const REFERENCE: &[u16] = &[400, 403, 404];
+
+fn case(method: Method, path: String, body: Option<Value>, roles: &'static [Role]) -> Case {
+    Case {
+        method,
+        path,
+        body,
+        roles,
+        refused: HIDDEN,
+    }
+}
+
+fn isolation_cases(w: &World) -> Vec<Case> {
+    let b = w.b.to_string();
+    let m = w.a("medicine").to_owned();
+    let mut cases = vec![
+        // B's objects by id in the path.
+        case(Method::GET, format!("/sales/{}", w.b("sale")), None, ALL),
+        case(
+            Method::GET,
+            format!("/compliance/fiscal-preview/{}", w.b("sale")),
+            None,
+            ALL,
+        ),
+        case(
+            Method::GET,
+            format!("/prescriptions/{}", w.b("prescription")),
+            None,
+            ALL,
+        ),
+        case(
+            Method::POST,
+            format!("/prescriptions/{}/dispense", w.b("prescription")),
+            Some(json!({"sale_id": w.a("sale")})),
+            RX_WRITERS,
+        ),
+        case(
+            Method::POST,
+            format!("/prescriptions/{}/cancel", w.b("prescription")),
+            None,
+            RX_WRITERS,
+        ),
+        case(
+            Method::DELETE,
+            format!("/prescriptions/{}", w.b("prescription")),
+            None,
+            RX_WRITERS,
+        ),
+        case(
+            Method::POST,
+            format!("/dispensing/will-call/{}/pickup", w.b("will_call")),
+            Some(json!({"signature_captured": true})),
+            ALL,
+        ),
+        case(
+            Method::POST,
+            format!("/dispensing/will-call/{}/cancel", w.b("will_call")),
+            None,
+            ALL,
+        ),
+        case(
+            Method::POST,
+            format!("/approvals/{}/approve", w.b("approval")),
+            None,
+            MANAGERS,
+        ),
+        case(
+            Method::POST,
+            format!("/approvals/{}/reject", w.b("approval")),
+            None,
+            MANAGERS,
+        ),
+        case(
+            Method::POST,
+            format!("/sessions/{}/close", w.b("session")),
+            Some(json!({"counted_cash": 0})),
+            ALL,
+        ),
+        case(
+            Method::POST,
+            format!("/supplier-finance/invoices/{}/payments", w.b("invoice")),
+            Some(json!({"amount": 1, "method": "cash"})),
+            CATALOGUE,
+        ),
+        case(
+            Method::POST,
+            format!("/supplier-finance/batches/{}/quarantine", w.b("batch")),
+            Some(json!({"status": "quarantined"})),
+            QUARANTINE,
+        ),
+        case(
+            Method::GET,
+            format!("/transfers/{}", w.b("transfer")),
+            None,
+            TRANSFER_READERS,
+        ),
+        case(
+            Method::POST,
+            format!("/transfers/{}/receive", w.b("transfer")),
+            None,
+            CATALOGUE,
+        ),
+        case(
+            Method::POST,
+            format!("/transfers/{}/cancel", w.b("transfer")),
+            None,
+            CATALOGUE,
+        ),
+        case(Method::GET, format!("/users/{}", w.b("user")), None, ALL),
+        case(
+            Method::PUT,
+            format!("/users/{}", w.b("user")),
+            Some(json!({"full_name": "Taken over"})),
+            MANAGERS,
+        ),
+        case(
+            Method::DELETE,
+            format!("/users/{}", w.b("user")),
+            None,
+            MANAGERS,
+        ),
+        case(Method::GET, format!("/branches/{b}"), None, ALL),
+        case(
+            Method::POST,
+            format!("/devices/{}/revoke", w.b("device")),
+            None,
+            MANAGERS,
+        ),
+    ];
+    // `branch_id` of B in the query.
+    for path in [
+        "/sales",
+        "/sales/verify-chain",
+        "/dashboard/summary",
+        "/reports/sales",
+        "/reports/sales/by-pharmacist",
+        "/reports/inventory",
+        "/reports/purchases",
+        "/reports/vat",
+        "/compliance/devices",
+        "/compliance/prescription-book",
+        "/compliance/classified-drugs-book",
+        "/printing/printers",
+        "/printing/receipt-templates",
+        "/printing/print-jobs",
+        "/prescriptions",
+        "/dispensing/will-call",
+        "/approvals",
+        "/supplier-finance/invoices",
+        "/supplier-finance/reorder-suggestions",
+        "/transfers",
+        "/medicines",
+        "/sessions/current",
+        "/users",
+    ] {
+        let roles: &'static [Role] = match path {
+            "/sales/verify-chain" => REPORTS,
+            p if p.starts_with("/reports") => BRANCH_REPORTS,
+            "/supplier-finance/invoices" => CATALOGUE,
+            "/supplier-finance/reorder-suggestions" => QUARANTINE,
+            "/transfers" => TRANSFER_READERS,
+            "/users" => MANAGERS,
+            _ => ALL,
+        };
+        cases.push(case(
+            Method::GET,
+            format!("{path}?branch_id={b}"),
+            None,
+            roles,
+        ));
+    }
+    cases.push(case(
+        Method::GET,
+        format!("/medicines/{m}?branch_id={b}"),
+        None,
+        ALL,
+    ));
+    // `branch_id` of B in the body.
+    let item = json!([{"medicine_id": m, "quantity": 1}]);
+    let bodies: Vec<(&str, Value, &'static [Role])> = vec![
+        (
+            "/sales",
+            json!({"branch_id": b, "items": item, "payment_method": "cash"}),
+            SELLERS,
+        ),
+        (
+            "/stockcount/submit",
+            json!({"branch_id": b, "items": [{"medicine_id": m, "counted_quantity": 0}]}),
+            MANAGERS,
+        ),
+        ("/sessions/open", json!({"branch_id": b}), ALL),
+        (
+            "/dispensing/will-call",
+            json!({"branch_id": b, "patient_name": "X"}),
+            ALL,
+        ),
+        (
+            "/prescriptions",
+            json!({"branch_id": b, "patient_name": "X", "prescriber_name": "Dr", "items": item}),
+            RX_WRITERS,
+        ),
+        (
+            "/approvals",
+            json!({"branch_id": b, "kind": "refund", "reference_id": "r"}),
+            ALL,
+        ),
+        (
+            "/printing/print-jobs",
+            json!({"branch_id": b, "reference_id": "r"}),
+            ALL,
+        ),
+        (
+            "/supplier-finance/invoices",
+            json!({"branch_id": b, "supplier_id": w.a("supplier"), "total_amount": 10}),
+            CATALOGUE,
+        ),
+        (
+            "/purchases",
+            json!({"branch_id": b, "supplier_id": w.a("supplier"), "medicine_id": m,
+                   "batch_number": "X-1", "expiry_date": "2035-01-01", "quantity": 5, "unit_cost": 10}),
+            PURCHASERS,
+        ),
+        (
+            "/devices",
+            json!({"branch_id": b, "name": "Rogue till"}),
+            MANAGERS,
+        ),
+        (
+            "/users",
+            json!({"branch_id": b, "email": "rogue@test.pharmacy", "password": "long-enough-1",
+                   "full_name": "Rogue", "role": "cashier"}),
+            MANAGERS,
+        ),
+        (
+            "/transfers",
+            json!({"medicine_id": m, "from_branch_id": b, "to_branch_id": w.a.to_string(), "qty": 1}),
+            CATALOGUE,
+        ),
+    ];
+    for (path, body, roles) in bodies {
+        cases.push(case(Method::POST, path.to_owned(), Some(body), roles));
+    }
+    // B's ids inside bodies.
+    let references: Vec<(Method, String, Value, &'static [Role])> = vec![
+        (
+            Method::POST,
+            "/sales".into(),
+            json!({"items": item, "payment_method": "cash", "prescription_id": w.b("prescription")}),
+            SELLERS,
+        ),
+        (
+            Method::POST,
+            "/dispensing/will-call".into(),
+            json!({"patient_name": "X", "prescription_id": w.b("prescription")}),
+            ALL,
+        ),
+        (
+            Method::POST,
+            "/dispensing/will-call".into(),
+            json!({"patient_name": "X", "sale_id": w.b("sale")}),
+            ALL,
+        ),
+        (
+            Method::POST,
+            format!("/prescriptions/{}/dispense", w.a("prescription")),
+            json!({"sale_id": w.b("sale")}),
+            RX_WRITERS,
+        ),
+        (
+            Method::POST,
+            "/printing/print-jobs".into(),
+            json!({"reference_id": "r", "reprint_of": w.b("print_job")}),
+            ALL,
+        ),
+    ];
+    for (method, path, body, roles) in references {
+        cases.push(Case {
+            method,
+            path,
+            body: Some(body),
+            roles,
+            refused: REFERENCE,
+        });
+    }
+    cases
+}
+
+#[tokio::test]
+async fn a_branch_user_cannot_reach_another_branchs_objects() {
+    let w = world().await;
+    let cases = isolation_cases(&w);
+    let mut checked = 0;
+    let mut leaks = Vec::new();
+    for c in &cases {
+        for role in c.roles.iter().filter(|r| **r != Role::Admin) {
+            let before = fingerprint(&w.app, &[]).await;
+            let (status, body) = w
+                .app
+                .call(
+                    c.method.clone(),
+                    &c.path,
+                    Some(w.token(*role)),
+                    c.body.clone(),
+                )
+                .await;
+            let after = fingerprint(&w.app, &[]).await;
+            let what = format!("{} {} as {}", c.method, c.path, role.as_str());
+            if !c.refused.contains(&status.as_u16()) {
+                leaks.push(format!("{what}: {status} {body}"));
+            } else if !body["detail"].is_string() {
+                leaks.push(format!("{what}: no problem body: {body}"));
+            }
+            if before != after {
+                let moved: Vec<&String> = before
+                    .keys()
+                    .filter(|k| before.get(*k) != after.get(*k))
+                    .collect();
+                leaks.push(format!("{what}: changed {moved:?}"));
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        leaks.is_empty(),
+        "{} leaks:\n{}",
+        leaks.len(),
+        leaks.join("\n")
+    );
+    eprintln!("isolation: {checked} cross-branch calls refused, nothing changed");
+    // Still there and untouched for their own branch's admin view.
+    let (status, _) = w
+        .app
+        .get(&format!("/sales/{}", w.b("sale")), &w.admin)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn pushes_cannot_reach_another_branch() {
+    let w = world().await;
+    let cashier = w.token(Role::Cashier);
+    let m = w.a("medicine");
+    let sale = |cmid: &str, extra: Value| {
+        let mut payload =
+            json!({"items": [{"medicine_id": m, "quantity": 1}], "payment_method": "cash"});
+        for (k, v) in extra.as_object().unwrap() {
+            payload[k] = v.clone();
+        }
+        json!({"client_mutation_id": cmid, "entity": "sale", "op": "create", "payload": payload})
+    };
+    // Another branch's device: refused whole.
+    let before = fingerprint(&w.app, &[]).await;
+    let (status, body) = w
+        .app
+        .post(
+            "/sync/push",
+            cashier,
+            json!({"device_id": w.b("device"), "changes": [sale("x-1", json!({}))]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(body["detail"].is_string());
+    assert_eq!(
+        before,
+        fingerprint(&w.app, &[]).await,
+        "a refused push wrote"
+    );
+    // Own device, payloads naming B: each change is rejected, nothing applied.
+    let changes = vec![
+        sale("x-2", json!({"branch_id": w.b.to_string()})),
+        sale("x-3", json!({"prescription_id": w.b("prescription")})),
+    ];
+    let skip = &["push_mutations", "devices"];
+    let before = fingerprint(&w.app, skip).await;
+    let (status, body) = w
+        .app
+        .post(
+            "/sync/push",
+            cashier,
+            json!({"device_id": w.a("device"), "changes": changes}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["accepted"], json!([]), "{body}");
+    let rejected = body["rejected"].as_array().unwrap();
+    assert_eq!(rejected.len(), 2, "{body}");
+    for r in rejected {
+        assert!(
+            ["forbidden", "not_found", "invalid"].contains(&r["code"].as_str().unwrap()),
+            "{r}"
+        );
+    }
+    assert_eq!(
+        before,
+        fingerprint(&w.app, skip).await,
+        "a rejected change wrote"
+    );
+    w.app.assert_invariants().await;
+}
+
+/// What a branch caller reads carries none of another branch's own records.
+#[tokio::test]
+async fn a_branch_users_reads_carry_nothing_of_another_branch() {
+    let w = world().await;
+    let secrets: Vec<(&str, String)> = [
+        "sale",
+        "prescription",
+        "will_call",
+        "approval",
+        "printer",
+        "template",
+        "print_job",
+        "invoice",
+        "device",
+        "transfer",
+        "user",
+        "batch",
+        "session",
+    ]
+    .iter()
+    .map(|k| (*k, w.b(k).to_owned()))
+    .collect();
+    let reads: Vec<(&str, &'static [Role])> = vec![
+        ("/sales", ALL),
+        ("/prescriptions", ALL),
+        ("/dispensing/will-call", ALL),
+        ("/approvals", ALL),
+        ("/printing/printers", ALL),
+        ("/printing/receipt-templates", ALL),
+        ("/printing/print-jobs", ALL),
+        ("/supplier-finance/invoices", CATALOGUE),
+        ("/supplier-finance/reorder-suggestions", QUARANTINE),
+        ("/compliance/devices", ALL),
+        ("/compliance/prescription-book", ALL),
+        ("/compliance/classified-drugs-book", ALL),
+        ("/transfers", TRANSFER_READERS),
+        ("/users", MANAGERS),
+        ("/branches", ALL),
+        ("/sessions/current", ALL),
+        ("/reports/sales", BRANCH_REPORTS),
+        ("/dashboard/summary", ALL),
+        ("/sync/snapshot", ALL),
+        ("/sync/changes?limit=5000", ALL),
+        ("/audit-log", AUDIT),
+    ];
+    let mut leaks = Vec::new();
+    let mut checked = 0;
+    for (path, roles) in reads {
+        for role in roles.iter().filter(|r| **r != Role::Admin) {
+            let (status, body) = w.app.get(path, w.token(*role)).await;
+            assert!(
+                status.is_success(),
+                "GET {path} as {}: {status} {body}",
+                role.as_str()
+            );
+            let text = body.to_string();
+            for (what, id) in &secrets {
+                // The audit log is organisation-wide by decision (entries
+                // carry no branch); it is for admins and auditors.
+                if path == "/audit-log" {
+                    continue;
+                }
+                if text.contains(id.as_str()) {
+                    leaks.push(format!("GET {path} as {} shows B's {what}", role.as_str()));
+                }
+            }
+            if path != "/audit-log" && text.contains(&w.b.to_string()) {
+                leaks.push(format!("GET {path} as {} names branch B", role.as_str()));
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        leaks.is_empty(),
+        "{} leaks:\n{}",
+        leaks.len(),
+        leaks.join("\n")
+    );
+    eprintln!("isolation: {checked} reads carry nothing of branch B");
+}
+
+/// One role-matrix row: the request and the roles the spec admits.
+struct Rule {
+    method: Method,
+    path: &'static str,
+    body: Option<Value>,
+    allowed: &'static [Role],
+}
+
+fn rule(method: Method, path: &'static str, body: Option<Value>, allowed: &'static [Role]) -> Rule {
+    Rule {
+        method,
+        path,
+        body,
+        allowed,
+    }
+}
+
+/// Every route under `/api/v1` that takes a token. Ids are `{rand}` (names
+/// nothing, so an allowed role gets 404 and nothing is touched), `{me}`
+/// (the caller), `{branch}` (the caller's branch) or `{medicine}`.
+fn role_rules() -> Vec<Rule> {
+    use Method as M;
+    let none = || None;
+    let b = |v: Value| Some(v);
+    vec![
+        rule(M::GET, "/auth/me", none(), ALL),
+        rule(M::GET, "/branches", none(), ALL),
+        rule(M::GET, "/branches/{branch}", none(), ALL),
+        rule(
+            M::POST,
+            "/branches",
+            b(json!({"code": "R{n}", "name": "Role test"})),
+            ADMIN,
+        ),
+        rule(M::PUT, "/branches/{rand}", b(json!({"name": "X"})), ADMIN),
+        rule(M::DELETE, "/branches/{rand}", none(), ADMIN),
+        rule(M::GET, "/users", none(), MANAGERS),
+        rule(M::GET, "/users/{me}", none(), ALL),
+        rule(
+            M::POST,
+            "/users",
+            b(
+                json!({"email": "u{n}@test.pharmacy", "password": "long-enough-1", "full_name": "U",
+                     "role": "cashier", "branch_id": "{branch}"}),
+            ),
+            MANAGERS,
+        ),
+        rule(
+            M::PUT,
+            "/users/{rand}",
+            b(json!({"full_name": "X"})),
+            MANAGERS,
+        ),
+        rule(M::DELETE, "/users/{rand}", none(), MANAGERS),
+        rule(M::POST, "/sessions/open", none(), ALL),
+        rule(M::GET, "/sessions/current", none(), ALL),
+        rule(
+            M::POST,
+            "/sessions/{rand}/close",
+            b(json!({"counted_cash": 0})),
+            ALL,
+        ),
+        rule(M::GET, "/medicines", none(), ALL),
+        rule(M::GET, "/medicines/{medicine}", none(), ALL),
+        rule(
+            M::POST,
+            "/medicines",
+            b(json!({"name": "M{n}", "selling_price": 10})),
+            CATALOGUE,
+        ),
+        rule(
+            M::PUT,
+            "/medicines/{rand}",
+            b(json!({"name": "X"})),
+            CATALOGUE,
+        ),
+        rule(M::DELETE, "/medicines/{rand}", none(), CATALOGUE),
+        rule(
+            M::POST,
+            "/purchases",
+            b(
+                json!({"supplier_id": "{rand}", "medicine_id": "{medicine}", "branch_id": "{branch}",
+                     "batch_number": "B", "expiry_date": "2035-01-01", "quantity": 1, "unit_cost": 1}),
+            ),
+            PURCHASERS,
+        ),
+        rule(M::GET, "/customers", none(), ALL),
+        rule(M::GET, "/customers/{rand}", none(), ALL),
+        rule(M::POST, "/customers", b(json!({"name": "C{n}"})), SELLERS),
+        rule(
+            M::PUT,
+            "/customers/{rand}",
+            b(json!({"name": "X"})),
+            SELLERS,
+        ),
+        rule(M::DELETE, "/customers/{rand}", none(), SELLERS),
+        rule(M::GET, "/customers/{rand}/ledger", none(), ALL),
+        rule(
+            M::POST,
+            "/customers/{rand}/payments",
+            b(json!({"amount": 1})),
+            SELLERS,
+        ),
+        rule(M::GET, "/suppliers", none(), ALL),
+        rule(M::GET, "/suppliers/{rand}", none(), ALL),
+        rule(M::POST, "/suppliers", b(json!({"name": "S{n}"})), CATALOGUE),
+        rule(
+            M::PUT,
+            "/suppliers/{rand}",
+            b(json!({"name": "X"})),
+            CATALOGUE,
+        ),
+        rule(M::DELETE, "/suppliers/{rand}", none(), CATALOGUE),
+        rule(
+            M::POST,
+            "/sales",
+            b(
+                json!({"items": [{"medicine_id": "{rand}", "quantity": 1}], "payment_method": "cash"}),
+            ),
+            SELLERS,
+        ),
+        rule(M::GET, "/sales", none(), ALL),
+        rule(M::GET, "/sales/{rand}", none(), ALL),
+        rule(M::GET, "/sales/verify-chain", none(), REPORTS),
+        rule(
+            M::POST,
+            "/coupons",
+            b(json!({"code": "C{n}", "discount_type": "fixed", "discount_value": 1})),
+            MANAGERS,
+        ),
+        rule(M::GET, "/coupons", none(), ALL),
+        rule(
+            M::POST,
+            "/stockcount/submit",
+            b(json!({"items": [{"medicine_id": "{rand}", "counted_quantity": 1}]})),
+            MANAGERS,
+        ),
+        rule(
+            M::POST,
+            "/transfers",
+            b(
+                json!({"medicine_id": "{rand}", "from_branch_id": "{branch}", "to_branch_id": "{rand}", "qty": 1}),
+            ),
+            CATALOGUE,
+        ),
+        rule(M::GET, "/transfers", none(), TRANSFER_READERS),
+        rule(M::GET, "/transfers/{rand}", none(), TRANSFER_READERS),
+        rule(M::POST, "/transfers/{rand}/receive", none(), CATALOGUE),
+        rule(M::POST, "/transfers/{rand}/cancel", none(), CATALOGUE),
+        rule(
+            M::POST,
+            "/supplier-finance/batches/{rand}/quarantine",
+            b(json!({"status": "quarantined"})),
+            QUARANTINE,
+        ),
+        rule(
+            M::GET,
+            "/supplier-finance/reorder-suggestions",
+            none(),
+            QUARANTINE,
+        ),
+        rule(
+            M::POST,
+            "/supplier-finance/invoices",
+            b(json!({"supplier_id": "{rand}", "total_amount": 10})),
+            CATALOGUE,
+        ),
+        rule(M::GET, "/supplier-finance/invoices", none(), CATALOGUE),
+        rule(
+            M::POST,
+            "/supplier-finance/invoices/{rand}/payments",
+            b(json!({"amount": 1})),
+            CATALOGUE,
+        ),
+        rule(
+            M::POST,
+            "/sync/push",
+            b(json!({"device_id": "{rand}", "changes": []})),
+            PUSHERS,
+        ),
+        rule(M::GET, "/sync/snapshot", none(), ALL),
+        rule(M::GET, "/sync/changes", none(), ALL),
+        rule(M::GET, "/sync/conflicts", none(), ADMIN),
+        rule(
+            M::POST,
+            "/sync/conflicts/{rand}/resolve",
+            b(json!({"strategy": "server"})),
+            ADMIN,
+        ),
+        rule(M::GET, "/printing/printers", none(), ALL),
+        rule(
+            M::POST,
+            "/printing/printers",
+            b(json!({"name": "P{n}"})),
+            ADMIN,
+        ),
+        rule(
+            M::PUT,
+            "/printing/printers/{rand}",
+            b(json!({"name": "X"})),
+            ADMIN,
+        ),
+        rule(M::DELETE, "/printing/printers/{rand}", none(), ADMIN),
+        rule(M::GET, "/printing/receipt-templates", none(), ALL),
+        rule(
+            M::POST,
+            "/printing/receipt-templates",
+            b(json!({"name": "T{n}"})),
+            ADMIN,
+        ),
+        rule(
+            M::PUT,
+            "/printing/receipt-templates/{rand}",
+            b(json!({"name": "X"})),
+            ADMIN,
+        ),
+        rule(
+            M::DELETE,
+            "/printing/receipt-templates/{rand}",
+            none(),
+            ADMIN,
+        ),
+        rule(
+            M::POST,
+            "/printing/print-jobs",
+            b(json!({"reference_id": "r{n}"})),
+            ALL,
+        ),
+        rule(M::GET, "/printing/print-jobs", none(), ALL),
+        rule(M::GET, "/settings", none(), ALL),
+        rule(
+            M::PUT,
+            "/settings",
+            b(json!({"receipt_footer": "Thanks"})),
+            ADMIN,
+        ),
+        rule(M::GET, "/currencies", none(), ALL),
+        rule(
+            M::POST,
+            "/currency/rates",
+            b(json!({"currency_code": "USD", "rate": 3700})),
+            ADMIN,
+        ),
+        rule(M::GET, "/currency/branch", none(), ALL),
+        rule(M::GET, "/audit-log", none(), AUDIT),
+        rule(
+            M::POST,
+            "/prescriptions",
+            b(json!({"patient_name": "P", "prescriber_name": "Dr",
+                     "items": [{"medicine_id": "{rand}", "quantity": 1}]})),
+            RX_WRITERS,
+        ),
+        rule(M::GET, "/prescriptions", none(), ALL),
+        rule(M::GET, "/prescriptions/{rand}", none(), ALL),
+        rule(
+            M::POST,
+            "/prescriptions/{rand}/dispense",
+            b(json!({"sale_id": "{rand}"})),
+            RX_WRITERS,
+        ),
+        rule(M::POST, "/prescriptions/{rand}/cancel", none(), RX_WRITERS),
+        rule(M::DELETE, "/prescriptions/{rand}", none(), RX_WRITERS),
+        rule(
+            M::POST,
+            "/dispensing/will-call",
+            b(json!({"patient_name": "W{n}"})),
+            ALL,
+        ),
+        rule(M::GET, "/dispensing/will-call", none(), ALL),
+        rule(M::POST, "/dispensing/will-call/{rand}/pickup", none(), ALL),
+        rule(M::POST, "/dispensing/will-call/{rand}/cancel", none(), ALL),
+        rule(
+            M::POST,
+            "/approvals",
+            b(json!({"kind": "refund", "reference_id": "r{n}"})),
+            ALL,
+        ),
+        rule(M::GET, "/approvals", none(), ALL),
+        rule(M::POST, "/approvals/{rand}/approve", none(), MANAGERS),
+        rule(M::POST, "/approvals/{rand}/reject", none(), MANAGERS),
+        rule(M::POST, "/devices", b(json!({"name": "D{n}"})), MANAGERS),
+        rule(M::POST, "/devices/{rand}/revoke", none(), MANAGERS),
+        rule(M::GET, "/compliance/devices", none(), ALL),
+        rule(M::GET, "/compliance/prescription-book", none(), ALL),
+        rule(M::GET, "/compliance/classified-drugs-book", none(), ALL),
+        rule(M::GET, "/compliance/fiscal-preview/{rand}", none(), ALL),
+        rule(M::GET, "/dashboard/summary", none(), ALL),
+        rule(M::GET, "/dashboard/branch-comparison", none(), ALL),
+        rule(M::GET, "/reports/sales", none(), REPORTS),
+        rule(M::GET, "/reports/sales/by-pharmacist", none(), REPORTS),
+        rule(M::GET, "/reports/inventory", none(), REPORTS),
+        rule(M::GET, "/reports/purchases", none(), REPORTS),
+        rule(M::GET, "/reports/vat", none(), REPORTS),
+    ]
+}
+
+fn fill(template: &str, me: Uuid, branch: Uuid, medicine: &str, n: usize) -> String {
+    template
+        .replace("{rand}", &Uuid::now_v7().to_string())
+        .replace("{me}", &me.to_string())
+        .replace("{branch}", &branch.to_string())
+        .replace("{medicine}", medicine)
+        .replace("{n}", &n.to_string())
+}
+
+fn fill_value(v: &Value, me: Uuid, branch: Uuid, medicine: &str, n: usize) -> Value {
+    match v {
+        Value::String(s) => Value::String(fill(s, me, branch, medicine, n)),
+        Value::Array(a) => Value::Array(
+            a.iter()
+                .map(|x| fill_value(x, me, branch, medicine, n))
+                .collect(),
+        ),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, x)| (k.clone(), fill_value(x, me, branch, medicine, n)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+#[tokio::test]
+async fn every_route_admits_exactly_the_spec_roles() {
+    let app = TestApp::spawn().await;
+    let branch = app.branch("AAA").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let medicine = app
+        .medicine(&admin, json!({"name": "Role test", "selling_price": 10}))
+        .await;
+    let medicine = medicine["id"].as_str().unwrap().to_owned();
+    let mut callers = Vec::new();
+    for role in ALL {
+        let (user, token) = app.signed_in(branch, *role).await;
+        callers.push((*role, user.id, token));
+    }
+    let rules = role_rules();
+    // Every documented route with a token is in the table.
+    let doc = pharmacy::http::openapi::document();
+    let mut documented = 0;
+    for (path, item) in &doc.paths.paths {
+        for (method, op) in [
+            ("GET", &item.get),
+            ("POST", &item.post),
+            ("PUT", &item.put),
+            ("DELETE", &item.delete),
+        ] {
+            let Some(op) = op else { continue };
+            if op.security.as_ref().is_none_or(|s| s.is_empty()) {
+                continue;
+            }
+            documented += 1;
+            let local = path.trim_start_matches("/api/v1");
+            let covered = rules.iter().any(|r| {
+                r.method.as_str() == method
+                    && r.path.split('/').count() == local.split('/').count()
+                    && r.path
+                        .split('/')
+                        .zip(local.split('/'))
+                        .all(|(a, b)| a == b || (a.starts_with('{') && b.starts_with('{')))
+            });
+            assert!(covered, "{method} {path} is missing from the role table");
+        }
+    }
+    let mut wrong = Vec::new();
+    let mut calls = 0;
+    for (n, r) in rules.iter().enumerate() {
+        for (role, me, token) in &callers {
+            let path = fill(r.path, *me, branch, &medicine, n);
+            let body = r
+                .body
+                .as_ref()
+                .map(|b| fill_value(b, *me, branch, &medicine, n));
+            let (status, answer) = app.call(r.method.clone(), &path, Some(token), body).await;
+            calls += 1;
+            let allowed = r.allowed.contains(role);
+            let what = format!(
+                "{} {} as {}: {status} {answer}",
+                r.method,
+                r.path,
+                role.as_str()
+            );
+            if status.is_server_error() || status == StatusCode::UNAUTHORIZED {
+                wrong.push(format!("{what} (never expected)"));
+            } else if allowed && status == StatusCode::FORBIDDEN {
+                wrong.push(format!("{what} (role should be allowed)"));
+            } else if !allowed && status != StatusCode::FORBIDDEN {
+                wrong.push(format!("{what} (role should get 403)"));
+            } else if !allowed && !answer["detail"].is_string() {
+                wrong.push(format!("{what} (403 without detail)"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} mismatches:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+    eprintln!(
+        "role matrix: {} routes ({documented} documented with a token) x {} roles = {calls} calls",
+        rules.len(),
+        ALL.len()
+    );
+    app.assert_invariants().await;
+}

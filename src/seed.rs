@@ -612,6 +612,7 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
                 amount,
                 notes: "Part payment".to_owned(),
                 user_id: user,
+                client_mutation_id: None,
             };
             actors::customers::pay(tx, payment).await?;
         }

@@ -345,6 +345,9 @@ pub struct PaymentReceipt {
     #[serde(serialize_with = "wire::ts")]
     #[schema(value_type = String)]
     pub paid_at: DateTime<Utc>,
+    /// A retry of an earlier payment with the same mutation id.
+    #[serde(skip)]
+    pub replayed: bool,
 }
 
 /// A payment against a customer's balance, through the branch actor where
@@ -356,6 +359,15 @@ pub struct RecordPayment {
     pub amount: Decimal,
     pub notes: String,
     pub user_id: Uuid,
+    /// The client's id for this payment: a retry with it has one effect.
+    pub client_mutation_id: Option<String>,
+}
+
+impl RecordPayment {
+    /// What tells a retry from a different payment under the same id.
+    fn digest(&self) -> String {
+        format!("{}:{}", self.branch_id, wire::two_places(self.amount))
+    }
 }
 
 impl crate::runtime::Command for RecordPayment {
@@ -364,16 +376,101 @@ impl crate::runtime::Command for RecordPayment {
 
     async fn run(self, pool: crate::db::Pool) -> Result<PaymentReceipt> {
         let mut client = pool.get().await?;
+        if let Some(done) = replay_payment(&client, &self).await? {
+            return Ok(done);
+        }
+        let (customer_id, cmid, digest) = (
+            self.customer_id,
+            self.client_mutation_id.clone(),
+            self.digest(),
+        );
         let tx = client.transaction().await?;
-        let receipt = pay(&tx, self).await?;
-        tx.commit().await?;
-        Ok(receipt)
+        match pay(&tx, self).await {
+            Ok(receipt) => {
+                tx.commit().await?;
+                Ok(receipt)
+            }
+            // Another process recorded the same mutation id first.
+            Err(Error::Conflict(_)) if cmid.is_some() => {
+                drop(tx);
+                let again = RetryKey {
+                    customer_id,
+                    client_mutation_id: cmid.as_deref(),
+                    digest: &digest,
+                };
+                lookup_payment(&client, again).await?.ok_or_else(|| {
+                    Error::busy("The payment conflicted with another; please retry.")
+                })
+            }
+            Err(e) => Err(e),
+        }
     }
+}
+
+struct RetryKey<'a> {
+    customer_id: Uuid,
+    client_mutation_id: Option<&'a str>,
+    digest: &'a str,
+}
+
+async fn replay_payment<C: GenericClient + Sync>(
+    c: &C,
+    p: &RecordPayment,
+) -> Result<Option<PaymentReceipt>> {
+    let digest = p.digest();
+    let key = RetryKey {
+        customer_id: p.customer_id,
+        client_mutation_id: p.client_mutation_id.as_deref(),
+        digest: &digest,
+    };
+    lookup_payment(c, key).await
+}
+
+/// The receipt of the earlier payment with this mutation id, if any; 409
+/// when that id was used for a different payment.
+async fn lookup_payment<C: GenericClient + Sync>(
+    c: &C,
+    key: RetryKey<'_>,
+) -> Result<Option<PaymentReceipt>> {
+    let Some(cmid) = key.client_mutation_id else {
+        return Ok(None);
+    };
+    let q = Query::select()
+        .columns([
+            "id",
+            "amount",
+            "balance_after",
+            "created_at",
+            "request_digest",
+        ])
+        .from("customer_ledger")
+        .and_where(Expr::col("customer_id").eq(key.customer_id))
+        .and_where(Expr::col("client_mutation_id").eq(cmid))
+        .to_owned();
+    let Some(row) = db::fetch_opt(c, &q).await? else {
+        return Ok(None);
+    };
+    if row.get::<_, Option<String>>("request_digest").as_deref() != Some(key.digest) {
+        return Err(Error::conflict(
+            "This client_mutation_id was already used for a different payment.",
+        ));
+    }
+    let (amount, after): (Decimal, Decimal) = (row.get("amount"), row.get("balance_after"));
+    Ok(Some(PaymentReceipt {
+        ledger_id: row.get("id"),
+        customer_id: key.customer_id,
+        amount_paid: amount,
+        previous_balance: after + amount,
+        new_balance: after,
+        paid_at: row.get("created_at"),
+        replayed: true,
+    }))
 }
 
 /// Records a payment in `tx`; the caller commits.
 pub async fn pay<C: GenericClient + Sync>(tx: &C, p: RecordPayment) -> Result<PaymentReceipt> {
     let amount = p.amount;
+    let (cmid, digest) = (p.client_mutation_id.clone(), p.digest());
     let rev = changes::allocate(tx).await?;
     let q = Query::update()
         .table("customers")
@@ -416,6 +513,18 @@ pub async fn pay<C: GenericClient + Sync>(tx: &C, p: RecordPayment) -> Result<Pa
         user_id: p.user_id,
     };
     let ledger = append_ledger(tx, entry).await?;
+    if let Some(cmid) = cmid {
+        // The unique index makes a concurrent duplicate fail here (409).
+        let q = Query::update()
+            .table("customer_ledger")
+            .values([
+                ("client_mutation_id", cmid.into()),
+                ("request_digest", digest.into()),
+            ])
+            .and_where(Expr::col("id").eq(ledger.id))
+            .to_owned();
+        db::execute(tx, &q).await?;
+    }
     Ok(PaymentReceipt {
         ledger_id: ledger.id,
         customer_id: customer.id,
@@ -423,5 +532,6 @@ pub async fn pay<C: GenericClient + Sync>(tx: &C, p: RecordPayment) -> Result<Pa
         previous_balance: customer.current_balance + amount,
         new_balance: customer.current_balance,
         paid_at: ledger.created_at,
+        replayed: false,
     })
 }

@@ -179,15 +179,23 @@ pub struct PaymentRequest {
     /// Admins only: the branch taking the payment (default their own).
     #[schema(value_type = Option<String>, format = Uuid)]
     pub branch_id: Option<Uuid>,
+    /// The client's id for this payment: a retry with the same id answers
+    /// the first receipt (200, `Idempotent-Replay: true`) and pays nothing;
+    /// the same id with another amount is 409.
+    #[schema(min_length = 1, max_length = 200)]
+    pub client_mutation_id: Option<String>,
 }
 
 /// Records a payment against the balance in one transaction.
 #[utoipa::path(post, path = "/api/v1/customers/{id}/payments", tag = "customers", security(("bearer" = [])),
     params(("id" = String, Path)), request_body = PaymentRequest,
-    responses((status = 201, body = PaymentReceipt), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 201, body = PaymentReceipt),
+        (status = 200, description = "A replay of an earlier payment with the same client_mutation_id", body = PaymentReceipt),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
 pub async fn pay(
     state: web::Data<AppState>,
@@ -207,7 +215,16 @@ pub async fn pay(
         amount: body.amount.normalize(),
         notes: input::text("notes", body.notes.as_deref().unwrap_or_default(), 1000)?,
         user_id: caller.user_id,
+        client_mutation_id: body
+            .client_mutation_id
+            .map(|c| input::required_text("client_mutation_id", &c, 200))
+            .transpose()?,
     };
     let receipt = state.actors.branch(branch_id, payment).await?;
+    if receipt.replayed {
+        return Ok(HttpResponse::Ok()
+            .insert_header(("Idempotent-Replay", "true"))
+            .json(receipt));
+    }
     Ok(HttpResponse::Created().json(receipt))
 }

@@ -287,6 +287,7 @@ async fn thirty_concurrent_payments_of_ten_against_a_hundred_leave_ten_successes
                 amount: rust_decimal::Decimal::TEN,
                 notes: String::new(),
                 user_id: user,
+                client_mutation_id: None,
             };
             payment.run(pool).await.is_ok()
         }
@@ -326,4 +327,51 @@ async fn a_customer_who_owes_cannot_be_deleted() {
     assert_problem(status, &problem, StatusCode::CONFLICT);
     let (status, _) = app.get(&path, &admin).await;
     assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_retried_payment_with_its_mutation_id_pays_once() {
+    let app = TestApp::spawn().await;
+    let branch = app.branch("KLA").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let (_, cashier) = app.signed_in(branch, Role::Cashier).await;
+    let c = customer(
+        &app,
+        &admin,
+        json!({"name": "Retry", "is_credit_allowed": true, "credit_limit": 1000}),
+    )
+    .await;
+    owe(&app, &admin, branch, &c, 500).await;
+    let path = format!("/customers/{}/payments", c["id"].as_str().unwrap());
+    let body = json!({"amount": 100, "client_mutation_id": "pay-1"});
+    let (first_status, first) = app.post(&path, &cashier, body.clone()).await;
+    assert_eq!(first_status, StatusCode::CREATED, "{first}");
+    // Ten retries at once, as a till reconnecting would: one effect.
+    let retries = join_all((0..10).map(|_| app.post(&path, &cashier, body.clone()))).await;
+    for (status, receipt) in &retries {
+        assert_eq!(*status, StatusCode::OK, "{receipt}");
+        assert_eq!(receipt, &first);
+    }
+    let (_, read) = app
+        .get(&format!("/customers/{}", c["id"].as_str().unwrap()), &admin)
+        .await;
+    assert_eq!(read["current_balance"], "400.00");
+    // The same id for another amount is refused; a new id pays again.
+    let (status, b) = app
+        .post(
+            &path,
+            &cashier,
+            json!({"amount": 50, "client_mutation_id": "pay-1"}),
+        )
+        .await;
+    assert_problem(status, &b, StatusCode::CONFLICT);
+    let (status, _) = app
+        .post(
+            &path,
+            &cashier,
+            json!({"amount": 50, "client_mutation_id": "pay-2"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    app.assert_invariants().await;
 }

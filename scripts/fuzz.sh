@@ -106,8 +106,20 @@ cleanup() {
         wait "$SERVER_PID" 2>/dev/null || true
     fi
     if [ "$KEEP" = 0 ] && [ -n "$PSQL" ]; then
-        "$PSQL" -q "postgres://postgres@127.0.0.1:$PG_PORT/postgres" \
-            -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" >/dev/null 2>&1 || true
+        local url="postgres://postgres@127.0.0.1:$PG_PORT/postgres" data
+        data=$("$PSQL" -Atq "$url" -c "SHOW data_directory" 2>/dev/null || true)
+        "$PSQL" -q "$url" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" >/dev/null 2>&1 || true
+        # Stop the fuzz cluster too, so its port is free for the next run.
+        if [ -n "$data" ] && [ -x "$(dirname "$PSQL")/pg_ctl" ]; then
+            local pg_ctl owner
+            pg_ctl="$(dirname "$PSQL")/pg_ctl"
+            owner=$(stat -c %U "$data" 2>/dev/null || echo root)
+            if [ "$(id -u)" -eq 0 ] && [ "$owner" != root ]; then
+                runuser -u "$owner" -- "$pg_ctl" stop -m fast -D "$data" >/dev/null 2>&1 || true
+            else
+                "$pg_ctl" stop -m fast -D "$data" >/dev/null 2>&1 || true
+            fi
+        fi
     fi
 }
 trap cleanup EXIT

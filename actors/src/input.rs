@@ -18,7 +18,10 @@ pub fn amount(field: &str, value: Decimal) -> Result<Decimal> {
             format!("`{field}` must not be negative."),
         ));
     }
-    if value.normalize().scale() > 2 || value >= Decimal::from(MAX_AMOUNT) {
+    // A number too small for a decimal (`-8e-153`) arrives as a zero with
+    // 28 decimals, its sign lost: it was never a 2-decimal amount.
+    let underflow = value.is_zero() && value.scale() > 2;
+    if underflow || value.normalize().scale() > 2 || value >= Decimal::from(MAX_AMOUNT) {
         return Err(Error::validation(
             field,
             format!("`{field}` must be an amount with at most 2 decimals."),
@@ -138,6 +141,11 @@ mod tests {
             Some(Decimal::new(150, 0))
         );
         assert!(positive_amount("a", Decimal::ZERO).is_err());
+        // A number too small for a decimal arrives as 0 with 28 decimals.
+        let tiny: Decimal = serde_json::from_str("-8.182687114101141e-153").unwrap_or_default();
+        assert!(tiny.is_zero());
+        assert!(amount("a", tiny).is_err(), "{tiny:?}");
+        assert!(amount("a", Decimal::ZERO).is_ok());
     }
 
     #[test]

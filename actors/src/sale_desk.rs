@@ -98,14 +98,19 @@ impl SaleDesk {
             queue: queue.clone(),
             max: self.max_batch,
         };
-        if let Err(refused) = registry.branch(branch_id, drain).await {
-            if queue.withdraw(ticket) {
-                return Err(refused);
-            }
+        let dropped = || Err(Error::internal("a queued sale was dropped unanswered"));
+        // Answer as soon as the sale's group commits, usually by an earlier
+        // drain: waiting for this drain's own turn would hold the client
+        // back (and keep groups small) for nothing.
+        let drained = registry.branch(branch_id, drain);
+        tokio::pin!(drained, answer);
+        tokio::select! {
+            outcome = &mut answer => outcome.unwrap_or_else(|_| dropped()),
+            ran = &mut drained => match ran {
+                Err(refused) if queue.withdraw(ticket) => Err(refused),
+                _ => answer.await.unwrap_or_else(|_| dropped()),
+            },
         }
-        answer
-            .await
-            .unwrap_or_else(|_| Err(Error::internal("a queued sale was dropped unanswered")))
     }
 }
 

@@ -37,7 +37,10 @@ pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Resu
     let state = web::Data::new(AppState {
         pool,
         actors: registry.clone(),
-        sales: Arc::new(SaleDesk::new(config.actors.sale_batch_max)),
+        sales: Arc::new(SaleDesk::new(
+            config.actors.sale_batch_max,
+            config.actors.branch_mailbox,
+        )),
         tokens: TokenKeys::new(&config.auth),
         config: Arc::new(config),
     });

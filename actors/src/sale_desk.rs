@@ -1,22 +1,26 @@
 //! Group commit for a branch's REST sales.
 //!
 //! A branch's sales are serialised on its actor, and each used to pay for a
-//! commit (a WAL flush) while the next waited. Here a sale joins its
-//! branch's queue and a drain command goes to the actor; the first drain to
-//! run takes every sale waiting (up to `max`) and makes them in one
-//! transaction, each in its own savepoint, so one flush carries many sales.
-//! A refused sale rolls back to its savepoint and the others go on; a fault
-//! (deadlock with another server process, lost connection) stops the batch
-//! and its sales are retried one transaction each, the plain path.
+//! commit (a WAL flush) and an actor hop while the next waited. Here a sale
+//! joins its branch's queue; at most one drain command per branch is in the
+//! actor's mailbox at a time, and when it runs it takes every sale waiting
+//! (up to `max`) and makes them in one transaction, each in its own
+//! savepoint, so one flush and one hop carry many sales. A refused sale
+//! rolls back to its savepoint and the others go on; a fault (deadlock with
+//! another server process, lost connection) stops the group and its sales
+//! are retried one transaction each, the plain path.
 //!
 //! The invariants are untouched: the counter row, batch rows, coupon and
 //! balance are still locked and checked per sale, in the same order.
+//!
+//! Admission stays bounded: a branch's queue holds at most the branch
+//! mailbox capacity, and a sale that finds it full is refused (503) at once.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 use uuid::Uuid;
 
 use crate::db::Pool;
@@ -25,34 +29,62 @@ use crate::metrics::SALE_BATCH_SIZE;
 use crate::runtime::{Command, Registry};
 use crate::sales::{self, CreateSale, NewSale, Outcome};
 
+const QUEUE_FULL: &str = "This branch is handling too many sales; please retry shortly.";
+
 struct Pending {
     ticket: u64,
     sale: NewSale,
     reply: oneshot::Sender<Result<Outcome>>,
 }
 
+#[derive(Default)]
+struct Waiting {
+    sales: VecDeque<Pending>,
+    /// A drain is in the actor's mailbox or running.
+    drain_scheduled: bool,
+}
+
 /// The sales waiting for one branch's actor.
 #[derive(Default)]
 struct Queue {
-    waiting: Mutex<VecDeque<Pending>>,
+    waiting: Mutex<Waiting>,
+    /// Woken when a drain ends, so a seller still queued schedules the next.
+    drain_ended: Notify,
 }
 
 impl Queue {
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Pending>> {
+    fn lock(&self) -> MutexGuard<'_, Waiting> {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn take(&self, max: usize) -> Vec<Pending> {
-        let mut q = self.lock();
-        let n = q.len().min(max);
-        q.drain(..n).collect()
+        let mut w = self.lock();
+        let n = w.sales.len().min(max);
+        w.sales.drain(..n).collect()
+    }
+
+    /// True when this seller should send the drain: its sale is still
+    /// queued and no drain is on its way.
+    fn claim_drain(&self, ticket: u64) -> bool {
+        let mut w = self.lock();
+        let queued = w.sales.iter().any(|p| p.ticket == ticket);
+        if queued && !w.drain_scheduled {
+            w.drain_scheduled = true;
+            return true;
+        }
+        false
+    }
+
+    fn drain_done(&self) {
+        self.lock().drain_scheduled = false;
+        self.drain_ended.notify_waiters();
     }
 
     /// Takes back a sale nobody drained yet; false when a drain has it.
     fn withdraw(&self, ticket: u64) -> bool {
-        let mut q = self.lock();
-        match q.iter().position(|p| p.ticket == ticket) {
-            Some(i) => q.remove(i).is_some(),
+        let mut w = self.lock();
+        match w.sales.iter().position(|p| p.ticket == ticket) {
+            Some(i) => w.sales.remove(i).is_some(),
             None => false,
         }
     }
@@ -63,14 +95,18 @@ pub struct SaleDesk {
     queues: Mutex<HashMap<Uuid, Arc<Queue>>>,
     tickets: AtomicU64,
     max_batch: usize,
+    max_waiting: usize,
 }
 
 impl SaleDesk {
-    pub fn new(max_batch: usize) -> Self {
+    /// `max_batch` sales at most share a commit; `max_waiting` may wait per
+    /// branch (the branch mailbox capacity).
+    pub fn new(max_batch: usize, max_waiting: usize) -> Self {
         SaleDesk {
             queues: Mutex::new(HashMap::new()),
             tickets: AtomicU64::new(0),
             max_batch: max_batch.max(1),
+            max_waiting: max_waiting.max(1),
         }
     }
 
@@ -80,7 +116,7 @@ impl SaleDesk {
     }
 
     /// Makes the sale on its branch's actor, possibly in one commit with
-    /// other sales of the branch. A full mailbox refuses it (503) as before.
+    /// other sales of the branch. A full queue or mailbox refuses it (503).
     pub async fn sell(&self, registry: &Registry, sale: NewSale) -> Result<Outcome> {
         if self.max_batch == 1 {
             return registry.branch(sale.branch_id, CreateSale(sale)).await;
@@ -89,27 +125,46 @@ impl SaleDesk {
         let queue = self.queue(branch_id);
         let ticket = self.tickets.fetch_add(1, Ordering::Relaxed);
         let (reply, answer) = oneshot::channel();
-        queue.lock().push_back(Pending {
-            ticket,
-            sale,
-            reply,
-        });
-        let drain = Drain {
-            queue: queue.clone(),
-            max: self.max_batch,
-        };
+        {
+            let mut w = queue.lock();
+            if w.sales.len() >= self.max_waiting {
+                crate::metrics::MAILBOX_REJECTED
+                    .with_label_values(&["branch"])
+                    .inc();
+                return Err(Error::busy(QUEUE_FULL));
+            }
+            w.sales.push_back(Pending {
+                ticket,
+                sale,
+                reply,
+            });
+        }
+        tokio::pin!(answer);
         let dropped = || Err(Error::internal("a queued sale was dropped unanswered"));
-        // Answer as soon as the sale's group commits, usually by an earlier
-        // drain: waiting for this drain's own turn would hold the client
-        // back (and keep groups small) for nothing.
-        let drained = registry.branch(branch_id, drain);
-        tokio::pin!(drained, answer);
-        tokio::select! {
-            outcome = &mut answer => outcome.unwrap_or_else(|_| dropped()),
-            ran = &mut drained => match ran {
-                Err(refused) if queue.withdraw(ticket) => Err(refused),
-                _ => answer.await.unwrap_or_else(|_| dropped()),
-            },
+        loop {
+            // Registered before the check, so a drain ending in between
+            // still wakes this seller.
+            let ended = queue.drain_ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if queue.claim_drain(ticket) {
+                let drain = Drain {
+                    queue: queue.clone(),
+                    max: self.max_batch,
+                };
+                if let Err(refused) = registry.branch(branch_id, drain).await {
+                    queue.drain_done();
+                    if queue.withdraw(ticket) {
+                        return Err(refused);
+                    }
+                }
+                continue;
+            }
+            tokio::select! {
+                biased;
+                outcome = &mut answer => return outcome.unwrap_or_else(|_| dropped()),
+                _ = &mut ended => {}
+            }
         }
     }
 }
@@ -120,11 +175,22 @@ struct Drain {
     max: usize,
 }
 
+/// Ends the drain even if making the sales panicked, so the branch's next
+/// sales are not left waiting for a drain that will never come.
+struct DrainEnd(Arc<Queue>);
+
+impl Drop for DrainEnd {
+    fn drop(&mut self) {
+        self.0.drain_done();
+    }
+}
+
 impl Command for Drain {
     type Output = ();
     const NAME: &'static str = "create_sales";
 
     async fn run(self, pool: Pool) -> Result<()> {
+        let _end = DrainEnd(self.queue.clone());
         let batch = self.queue.take(self.max);
         if !batch.is_empty() {
             SALE_BATCH_SIZE

@@ -741,3 +741,41 @@ async fn with_batching_off_every_sale_commits_alone() {
     assert_eq!(commits, 20);
     app.assert_invariants().await;
 }
+
+#[tokio::test]
+async fn tills_selling_in_a_loop_never_fill_a_mailbox_bigger_than_their_number() {
+    // 12 tills each sell 15 times in a row on one branch whose mailbox holds
+    // 16: at most 12 sales wait at once, so none may be refused, however
+    // many sales went before.
+    let app = TestApp::spawn_with(|c| c.actors.branch_mailbox = 16).await;
+    let branch = app.branch("KLA").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let m = app
+        .medicine(&admin, json!({"name": "Plenty", "selling_price": 100}))
+        .await;
+    app.receive(&admin, &m["id"], branch, 1000, "2030-12-31")
+        .await;
+    let tills = (0..12).map(|_| async {
+        let mut statuses = Vec::new();
+        for _ in 0..15 {
+            statuses.push(app.post("/sales", &admin, one(&m, 1)).await.0);
+        }
+        statuses
+    });
+    let statuses: Vec<StatusCode> = join_all(tills).await.into_iter().flatten().collect();
+    let refused = statuses
+        .iter()
+        .filter(|s| **s != StatusCode::CREATED)
+        .count();
+    assert_eq!(refused, 0, "{statuses:?}");
+    let client = app.pool.get().await.unwrap();
+    let icvs: Vec<i64> = client
+        .query("SELECT icv FROM sales ORDER BY icv", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(icvs, (1..=180).collect::<Vec<i64>>());
+    app.assert_invariants().await;
+}

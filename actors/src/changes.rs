@@ -11,11 +11,11 @@
 //! other; a reader waits only for the writes already in flight.
 
 use deadpool_postgres::GenericClient;
-use sea_query::Query;
+use sea_query::{InsertStatement, Query};
 use serde_json::Value as Json;
 use uuid::Uuid;
 
-use crate::db;
+use crate::db::{self, Stmt};
 use crate::error::Result;
 
 /// Advisory lock key guarding rev allocation (arbitrary, fixed).
@@ -52,15 +52,73 @@ pub struct Change<'a> {
 /// shared rev lock until that transaction ends. Write the entity with this
 /// rev, then `append` its change row with the same rev.
 pub async fn allocate<C: GenericClient + Sync>(tx: &C) -> Result<i64> {
+    let rows = db::run(tx, &allocate_stmt()).await?;
+    rows.first()
+        .map(|r| r.get::<_, i64>(0))
+        .ok_or_else(|| crate::Error::internal("nextval returned no row"))
+}
+
+/// SQL text and values of `allocate`, for a pipeline (one row, the rev).
+pub fn allocate_stmt() -> Stmt {
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
         r#"SELECT nextval('change_log_rev_seq')
            FROM (SELECT pg_advisory_xact_lock_shared({REV_LOCK_KEY})) AS rev_lock"#
     );
+    Stmt::raw(q.sql, q.values)
+}
+
+/// `allocate` for `n` revs at once (one round trip), in ascending order.
+pub async fn allocate_many<C: GenericClient + Sync>(tx: &C, n: usize) -> Result<Vec<i64>> {
+    let n = i32::try_from(n).map_err(crate::Error::internal)?;
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT nextval('change_log_rev_seq')
+           FROM (SELECT pg_advisory_xact_lock_shared({REV_LOCK_KEY})) AS rev_lock,
+                generate_series(1, {n})"#
+    );
     let rows = db::raw_all(tx, &q.sql, q.values).await?;
-    rows.first()
-        .map(|r| r.get::<_, i64>(0))
-        .ok_or_else(|| crate::Error::internal("nextval returned no row"))
+    let mut revs: Vec<i64> = rows.iter().map(|r| r.get::<_, i64>(0)).collect();
+    revs.sort_unstable();
+    Ok(revs)
+}
+
+/// Appends several change rows (revs from `allocate`) in one statement.
+pub async fn append_all<C: GenericClient + Sync>(
+    tx: &C,
+    rows: Vec<(i64, Change<'_>)>,
+) -> Result<()> {
+    if let Some(q) = append_all_stmt(rows) {
+        db::execute(tx, &q).await?;
+    }
+    Ok(())
+}
+
+/// The statement of `append_all`, for a pipeline; `None` for no rows.
+pub fn append_all_stmt(rows: Vec<(i64, Change<'_>)>) -> Option<InsertStatement> {
+    if rows.is_empty() {
+        return None;
+    }
+    let mut q = Query::insert();
+    q.into_table("change_log").columns([
+        "rev",
+        "entity",
+        "entity_id",
+        "op",
+        "branch_id",
+        "payload",
+    ]);
+    for (rev, change) in rows {
+        q.values_panic([
+            rev.into(),
+            change.entity.into(),
+            change.entity_id.into(),
+            change.op.as_str().into(),
+            change.branch_id.into(),
+            change.payload.into(),
+        ]);
+    }
+    Some(q)
 }
 
 /// Appends the change row for a rev from `allocate`.

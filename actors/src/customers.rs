@@ -6,13 +6,13 @@
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
-use sea_query::{Expr, ExprTrait, Query};
+use sea_query::{Expr, ExprTrait, Query, UpdateStatement};
 use serde::Serialize;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::changes::{self, Change, Op};
-use crate::db;
+use crate::db::{self, Stmt};
 use crate::error::{Error, Result};
 use crate::wire;
 
@@ -147,14 +147,41 @@ pub async fn emit<C: GenericClient + Sync>(
     customer: &Customer,
     op: Op,
 ) -> Result<()> {
-    let change = Change {
+    changes::append(tx, rev, customer_change(customer, op)?).await
+}
+
+fn customer_change(customer: &Customer, op: Op) -> Result<Change<'static>> {
+    Ok(Change {
         entity: "customer",
         entity_id: customer.id.to_string(),
         op,
         branch_id: None,
         payload: serde_json::to_value(customer).map_err(Error::internal)?,
-    };
-    changes::append(tx, rev, change).await
+    })
+}
+
+fn ledger_change(row: &LedgerRow) -> Result<Change<'static>> {
+    Ok(Change {
+        entity: "customer_ledger",
+        entity_id: row.id.to_string(),
+        op: Op::Create,
+        branch_id: row.branch_id,
+        payload: serde_json::to_value(row).map_err(Error::internal)?,
+    })
+}
+
+/// The revs of a balance move: the customer row's change comes first.
+#[derive(Clone, Copy)]
+struct Revs {
+    customer: i64,
+    ledger: i64,
+}
+
+async fn allocate_revs<C: GenericClient + Sync>(tx: &C) -> Result<Revs> {
+    match changes::allocate_many(tx, 2).await?.as_slice() {
+        &[customer, ledger] => Ok(Revs { customer, ledger }),
+        _ => Err(Error::internal("nextval returned the wrong number of revs")),
+    }
 }
 
 /// Raises the balance of a credit customer by `amount`, within the credit
@@ -166,11 +193,10 @@ pub async fn charge<C: GenericClient + Sync>(
     sale: (Uuid, Uuid),
     user_id: Uuid,
 ) -> Result<Customer> {
-    let rev = changes::allocate(tx).await?;
+    let revs = allocate_revs(tx).await?;
     let q = Query::update()
         .table("customers")
         .value("current_balance", Expr::col("current_balance").add(amount))
-        .value("rev", rev)
         .value("updated_at", Utc::now())
         .and_where(Expr::col("id").eq(customer_id))
         .and_where(Expr::col("is_deleted").eq(false))
@@ -182,24 +208,21 @@ pub async fn charge<C: GenericClient + Sync>(
         )
         .returning(Query::returning().columns(COLUMNS))
         .to_owned();
-    let Some(row) = db::fetch_opt(tx, &q).await? else {
-        return Err(refusal(tx, customer_id, amount).await);
-    };
-    let customer = Customer::from_row(&row);
-    emit(tx, rev, &customer, Op::Update).await?;
     let (sale_id, branch_id) = sale;
     let entry = LedgerEntry {
         customer_id,
         branch_id: Some(branch_id),
         transaction_type: "SALE",
         amount,
-        balance_after: customer.current_balance,
         reference_id: Some(sale_id),
         notes: String::new(),
         user_id,
+        mutation: None,
     };
-    append_ledger(tx, entry).await?;
-    Ok(customer)
+    match move_balance(tx, revs, q, entry).await? {
+        Some((customer, _)) => Ok(customer),
+        None => Err(refusal(tx, customer_id, amount).await),
+    }
 }
 
 /// Why a credit charge was refused.
@@ -229,17 +252,19 @@ async fn refusal<C: GenericClient + Sync>(tx: &C, customer_id: Uuid, amount: Dec
     )
 }
 
-/// A ledger row to write.
-pub struct LedgerEntry {
-    pub customer_id: Uuid,
-    pub branch_id: Option<Uuid>,
+/// The ledger row of a balance move; its `balance_after` is the balance the
+/// move left.
+struct LedgerEntry {
+    customer_id: Uuid,
+    branch_id: Option<Uuid>,
     /// `OPENING`, `SALE` or `PAYMENT`.
-    pub transaction_type: &'static str,
-    pub amount: Decimal,
-    pub balance_after: Decimal,
-    pub reference_id: Option<Uuid>,
-    pub notes: String,
-    pub user_id: Uuid,
+    transaction_type: &'static str,
+    amount: Decimal,
+    reference_id: Option<Uuid>,
+    notes: String,
+    user_id: Uuid,
+    /// A payment's client mutation id and request digest.
+    mutation: Option<(String, String)>,
 }
 
 /// The synced ledger row shape.
@@ -270,43 +295,58 @@ pub struct LedgerRow {
     pub created_at: DateTime<Utc>,
 }
 
-/// Writes a ledger row and its sync change; returns the row.
-pub async fn append_ledger<C: GenericClient + Sync>(tx: &C, e: LedgerEntry) -> Result<LedgerRow> {
-    let rev = changes::allocate(tx).await?;
+/// Runs `update` (a conditional UPDATE of one customer returning `COLUMNS`)
+/// with `rev = revs.customer` and writes the move's ledger row in the same
+/// round trip, then both change rows. `None`, with nothing written, when the
+/// update matched no row.
+async fn move_balance<C: GenericClient + Sync>(
+    tx: &C,
+    revs: Revs,
+    mut update: UpdateStatement,
+    e: LedgerEntry,
+) -> Result<Option<(Customer, LedgerRow)>> {
+    update.value("rev", revs.customer);
     let id = Uuid::now_v7();
     let (customer_id, branch_id, user_id) = (e.customer_id, e.branch_id, e.user_id);
-    let (kind, amount, after, reference, notes) = (
-        e.transaction_type,
-        e.amount,
-        e.balance_after,
-        e.reference_id,
-        e.notes,
-    );
-    let q = sea_query::raw_query!(
+    let (kind, amount, reference, notes) = (e.transaction_type, e.amount, e.reference_id, e.notes);
+    let (cmid, digest) = e.mutation.unzip();
+    let (rev, customer_rev) = (revs.ledger, revs.customer);
+    // Pipelined after the update, the insert reads the balance it left from
+    // the row carrying its fresh rev, so it writes nothing when the update
+    // matched nothing. A mutation id already used for this customer fails
+    // the unique index: a conflict, which the payment answers with a replay.
+    let insert = sea_query::raw_query!(
         PostgresQueryBuilder,
         r#"WITH row AS (
              INSERT INTO customer_ledger (id, customer_id, branch_id, transaction_type, amount,
-                                          balance_after, reference_id, notes, created_by, rev)
-             VALUES ({id}, {customer_id}, {branch_id}, {kind}, {amount}, {after}, {reference},
-                     {notes}, {user_id}, {rev})
+                                          balance_after, reference_id, notes, created_by, rev,
+                                          client_mutation_id, request_digest)
+             SELECT {id}, c.id, {branch_id}, {kind}, {amount}, c.current_balance, {reference},
+                    {notes}, {user_id}, {rev}, {cmid}, {digest}
+             FROM customers c
+             WHERE c.id = {customer_id} AND c.rev = {customer_rev}
              RETURNING *)
            SELECT row.*, coalesce(u.full_name, '') AS created_by_name
            FROM row LEFT JOIN users u ON u.id = row.created_by"#
     );
-    let rows = db::raw_all(tx, &q.sql, q.values).await?;
-    let row = rows
+    let stmts = [Stmt::of(&update), Stmt::raw(insert.sql, insert.values)];
+    let [updated, inserted]: [Vec<Row>; 2] = db::pipeline(tx, &stmts)
+        .await?
+        .try_into()
+        .map_err(|_| Error::internal("the balance move's pipeline answered short"))?;
+    let Some(customer) = updated.first().map(Customer::from_row) else {
+        return Ok(None);
+    };
+    let ledger = inserted
         .first()
         .map(ledger_row)
         .ok_or_else(|| Error::internal("ledger insert returned no row"))?;
-    let change = Change {
-        entity: "customer_ledger",
-        entity_id: row.id.to_string(),
-        op: Op::Create,
-        branch_id: row.branch_id,
-        payload: serde_json::to_value(&row).map_err(Error::internal)?,
-    };
-    changes::append(tx, rev, change).await?;
-    Ok(row)
+    let rows = vec![
+        (revs.customer, customer_change(&customer, Op::Update)?),
+        (revs.ledger, ledger_change(&ledger)?),
+    ];
+    changes::append_all(tx, rows).await?;
+    Ok(Some((customer, ledger)))
 }
 
 pub fn ledger_row(r: &Row) -> LedgerRow {
@@ -376,16 +416,19 @@ impl crate::runtime::Command for RecordPayment {
 
     async fn run(self, pool: crate::db::Pool) -> Result<PaymentReceipt> {
         let mut client = pool.get().await?;
-        if let Some(done) = replay_payment(&client, &self).await? {
-            return Ok(done);
-        }
         let (customer_id, cmid, digest) = (
             self.customer_id,
             self.client_mutation_id.clone(),
             self.digest(),
         );
         let tx = client.transaction().await?;
-        match pay(&tx, self).await {
+        // The retry lookup goes out with the rev allocation (one round trip);
+        // a replay drops the transaction, which rolls the allocation back.
+        let (done, revs) = futures_util::try_join!(replay_payment(&tx, &self), allocate_revs(&tx))?;
+        if let Some(done) = done {
+            return Ok(done);
+        }
+        match pay_at(&tx, revs, self).await {
             Ok(receipt) => {
                 tx.commit().await?;
                 Ok(receipt)
@@ -469,25 +512,42 @@ async fn lookup_payment<C: GenericClient + Sync>(
 
 /// Records a payment in `tx`; the caller commits.
 pub async fn pay<C: GenericClient + Sync>(tx: &C, p: RecordPayment) -> Result<PaymentReceipt> {
+    let revs = allocate_revs(tx).await?;
+    pay_at(tx, revs, p).await
+}
+
+async fn pay_at<C: GenericClient + Sync>(
+    tx: &C,
+    revs: Revs,
+    p: RecordPayment,
+) -> Result<PaymentReceipt> {
     let amount = p.amount;
-    let (cmid, digest) = (p.client_mutation_id.clone(), p.digest());
-    let rev = changes::allocate(tx).await?;
-    let q = Query::update()
-        .table("customers")
-        .value("current_balance", Expr::col("current_balance").sub(amount))
-        .value("rev", rev)
-        .value("updated_at", Utc::now())
-        .and_where(Expr::col("id").eq(p.customer_id))
-        .and_where(Expr::col("is_deleted").eq(false))
-        .and_where(Expr::col("current_balance").gte(amount))
-        .returning(Query::returning().columns(COLUMNS))
-        .to_owned();
-    let updated = if amount > Decimal::ZERO {
-        db::fetch_opt(tx, &q).await?
+    let moved = if amount > Decimal::ZERO {
+        let q = Query::update()
+            .table("customers")
+            .value("current_balance", Expr::col("current_balance").sub(amount))
+            .value("updated_at", Utc::now())
+            .and_where(Expr::col("id").eq(p.customer_id))
+            .and_where(Expr::col("is_deleted").eq(false))
+            .and_where(Expr::col("current_balance").gte(amount))
+            .returning(Query::returning().columns(COLUMNS))
+            .to_owned();
+        let mutation = p.client_mutation_id.clone().map(|id| (id, p.digest()));
+        let entry = LedgerEntry {
+            customer_id: p.customer_id,
+            branch_id: Some(p.branch_id),
+            transaction_type: "PAYMENT",
+            amount,
+            reference_id: None,
+            notes: p.notes,
+            user_id: p.user_id,
+            mutation,
+        };
+        move_balance(tx, revs, q, entry).await?
     } else {
         None
     };
-    let Some(row) = updated else {
+    let Some((customer, ledger)) = moved else {
         let customer = get(tx, p.customer_id)
             .await?
             .ok_or_else(|| Error::not_found("Customer not found"))?;
@@ -500,31 +560,6 @@ pub async fn pay<C: GenericClient + Sync>(tx: &C, p: RecordPayment) -> Result<Pa
                 ),
             ));
     };
-    let customer = Customer::from_row(&row);
-    emit(tx, rev, &customer, Op::Update).await?;
-    let entry = LedgerEntry {
-        customer_id: customer.id,
-        branch_id: Some(p.branch_id),
-        transaction_type: "PAYMENT",
-        amount,
-        balance_after: customer.current_balance,
-        reference_id: None,
-        notes: p.notes,
-        user_id: p.user_id,
-    };
-    let ledger = append_ledger(tx, entry).await?;
-    if let Some(cmid) = cmid {
-        // The unique index makes a concurrent duplicate fail here (409).
-        let q = Query::update()
-            .table("customer_ledger")
-            .values([
-                ("client_mutation_id", cmid.into()),
-                ("request_digest", digest.into()),
-            ])
-            .and_where(Expr::col("id").eq(ledger.id))
-            .to_owned();
-        db::execute(tx, &q).await?;
-    }
     Ok(PaymentReceipt {
         ledger_id: ledger.id,
         customer_id: customer.id,

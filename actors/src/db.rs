@@ -82,3 +82,56 @@ pub async fn raw_opt<C: GenericClient + Sync>(
 ) -> Result<Option<Row>> {
     Ok(raw_all(client, sql, values).await?.into_iter().next())
 }
+
+/// A statement ready to run: its SQL text and bound values.
+pub struct Stmt {
+    sql: String,
+    values: PostgresValues,
+}
+
+impl Stmt {
+    /// From a sea-query statement.
+    pub fn of(stmt: &impl PostgresBinder) -> Stmt {
+        let (sql, values) = build(stmt);
+        Stmt { sql, values }
+    }
+
+    /// From SQL built by `sea_query::raw_query!`.
+    pub fn raw(sql: String, values: sea_query::Values) -> Stmt {
+        Stmt {
+            sql,
+            values: raw_values(values),
+        }
+    }
+}
+
+/// Runs one statement.
+pub async fn run<C: GenericClient + Sync>(client: &C, stmt: &Stmt) -> Result<Vec<Row>> {
+    let prepared = client.prepare_cached(&stmt.sql).await?;
+    Ok(client.query(&prepared, &stmt.values.as_params()).await?)
+}
+
+/// Runs statements pipelined on one connection: one round trip for all of
+/// them instead of one each. They run in the order given (a later one may
+/// rely on an earlier one's writes or locks, never on its result): each is
+/// prepared first (a round trip only the first time on a connection), so
+/// none goes out ahead of another while it waits for its preparation. The
+/// first failure fails the whole call; the caller's transaction is then
+/// aborted and rolls back.
+pub async fn pipeline<C: GenericClient + Sync>(
+    client: &C,
+    stmts: &[Stmt],
+) -> Result<Vec<Vec<Row>>> {
+    let mut prepared = Vec::with_capacity(stmts.len());
+    for s in stmts {
+        prepared.push(client.prepare_cached(&s.sql).await?);
+    }
+    let params: Vec<_> = stmts.iter().map(|s| s.values.as_params()).collect();
+    // `try_join_all` polls its futures in order the first time, and a query
+    // is sent on its first poll: the send order is the order given.
+    let runs = prepared
+        .iter()
+        .zip(&params)
+        .map(|(p, v)| client.query(p, v));
+    Ok(futures_util::future::try_join_all(runs).await?)
+}

@@ -46,6 +46,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// A sale or change the rules refuse (400, 403, 404): it is answered,
+    /// and work sharing its transaction goes on.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            Error::Validation { .. } | Error::NotFound(_) | Error::Forbidden(_)
+        )
+    }
+
     pub fn validation(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Error::Validation {
             field: Some(field.into()),

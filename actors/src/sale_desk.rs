@@ -4,11 +4,12 @@
 //! commit (a WAL flush) and an actor hop while the next waited. Here a sale
 //! joins its branch's queue; at most one drain command per branch is in the
 //! actor's mailbox at a time, and when it runs it takes every sale waiting
-//! (up to `max`) and makes them in one transaction, each in its own
-//! savepoint, so one flush and one hop carry many sales. A refused sale
-//! rolls back to its savepoint and the others go on; a fault (deadlock with
-//! another server process, lost connection) stops the group and its sales
-//! are retried one transaction each, the plain path.
+//! (up to `max`) and makes them in one transaction, so one flush and one
+//! hop carry many sales. A refused sale leaves nothing behind and the others
+//! go on (`sales::create_shared`: refused before it writes, or rolled back
+//! to its savepoint); a fault (deadlock with another server process, lost
+//! connection) stops the group and its sales are retried one transaction
+//! each, the plain path.
 //!
 //! The invariants are untouched: the counter row, batch rows, coupon and
 //! balance are still locked and checked per sale, in the same order.
@@ -210,8 +211,8 @@ impl Command for Drain {
     }
 }
 
-/// One transaction, a savepoint per sale. On a fault, every sale of the
-/// batch is made again one by one.
+/// One transaction for the group. On a fault, every sale of the group is
+/// made again one by one.
 async fn together(pool: &Pool, batch: Vec<Pending>) {
     let (sales, replies): (Vec<NewSale>, Vec<_>) =
         batch.into_iter().map(|p| (p.sale, p.reply)).unzip();
@@ -241,31 +242,13 @@ async fn in_one_transaction(pool: &Pool, sales: &[NewSale]) -> Result<Vec<Result
             outcomes.push(Ok(done));
             continue;
         }
-        let sp = tx.savepoint("sale").await?;
-        match sales::create(&sp, sale).await {
-            Ok(created) => {
-                sp.commit().await?;
-                outcomes.push(Ok(Outcome {
-                    sale: created,
-                    replayed: false,
-                }));
-            }
-            Err(e) if refused(&e) => {
-                sp.rollback().await?;
-                outcomes.push(Err(e));
-            }
-            Err(fault) => return Err(fault),
-        }
+        // A mutation-id clash is a fault here: the one-by-one path replays it.
+        let made = sales::create_shared(&mut tx, sale).await?;
+        outcomes.push(made.map(|sale| Outcome {
+            sale,
+            replayed: false,
+        }));
     }
     tx.commit().await?;
     Ok(outcomes)
-}
-
-/// A sale the rules refuse (its savepoint rolls back, the batch goes on).
-/// A mutation-id clash is left to the one-by-one path, which replays it.
-fn refused(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::Validation { .. } | Error::NotFound(_) | Error::Forbidden(_)
-    )
 }

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, SubsecRound, Utc};
-use deadpool_postgres::GenericClient;
+use deadpool_postgres::{GenericClient, Transaction};
 use rust_decimal::Decimal;
 use sea_query::{Expr, ExprTrait, Order, Query};
 use serde::{Deserialize, Serialize};
@@ -22,7 +22,7 @@ use uuid::Uuid;
 use crate::changes::{self, Change, Op};
 use crate::coupons::{self, Coupon};
 use crate::customers;
-use crate::db::{self, Pool};
+use crate::db::{self, Pool, Stmt};
 use crate::error::{Error, Result};
 use crate::input;
 use crate::runtime::Command;
@@ -465,15 +465,100 @@ struct Piece {
 
 /// Makes the sale in `tx`. The caller commits.
 pub async fn create<C: GenericClient + Sync>(tx: &C, sale: &NewSale) -> Result<Sale> {
+    let plan = prepare(tx, sale).await?;
+    write(tx, plan).await
+}
+
+/// `create` inside a transaction shared with other sales (a group commit, a
+/// pushed run). The outer error is a fault: the shared transaction must be
+/// dropped. The inner one is a refusal, and nothing of the sale was written.
+///
+/// Only a sale that may still be refused while it writes (a coupon used up
+/// meanwhile, a credit limit) gets a savepoint. The others are refused, if
+/// at all, before their first write, and skip it. A savepoint is a
+/// subtransaction, and a row that one subtransaction updated and the next
+/// locks gets a multixact, which concurrent writers then queue on.
+pub async fn create_shared(tx: &mut Transaction<'_>, sale: &NewSale) -> Result<Result<Sale>> {
+    let plan = match prepare(&*tx, sale).await {
+        Ok(plan) => plan,
+        Err(e) if e.is_refusal() => {
+            // A refusal the database raised has aborted the transaction:
+            // then the probe fails and the caller starts over.
+            let probe = sea_query::raw_query!(PostgresQueryBuilder, "SELECT 1");
+            db::run(&*tx, &Stmt::raw(probe.sql, probe.values)).await?;
+            return Ok(Err(e));
+        }
+        Err(fault) => return Err(fault),
+    };
+    if !plan.may_refuse_while_writing() {
+        // A refusal from here on (a branch closed meanwhile) is a fault.
+        return write(&*tx, plan).await.map(Ok);
+    }
+    let sp = tx.savepoint("sale").await?;
+    match write(&sp, plan).await {
+        Ok(made) => {
+            sp.commit().await?;
+            Ok(Ok(made))
+        }
+        Err(e) if e.is_refusal() => {
+            sp.rollback().await?;
+            Ok(Err(e))
+        }
+        Err(fault) => Err(fault),
+    }
+}
+
+/// A sale read, locked, priced and checked, ready to write.
+struct Plan<'a> {
+    sale: &'a NewSale,
+    catalogue: HashMap<Uuid, Product>,
+    pieces: Vec<Piece>,
+    items: Vec<SaleItem>,
+    coupon: Option<Coupon>,
+    rx: Option<(String, String)>,
+    /// A cash or card sale's customer, read in advance.
+    customer_national_id: Option<String>,
+    seller_name: String,
+    sale_id: Uuid,
+    created_at: DateTime<Utc>,
+    total: Decimal,
+    vat: Decimal,
+    discount: Decimal,
+}
+
+impl Plan<'_> {
+    fn may_refuse_while_writing(&self) -> bool {
+        self.coupon.is_some() || self.is_credit()
+    }
+
+    fn is_credit(&self) -> bool {
+        self.sale.customer_id.is_some() && self.sale.payment_method == "credit"
+    }
+}
+
+/// Reads, locks and checks everything a sale needs; writes nothing, so a
+/// refusal here leaves the transaction as it found it.
+async fn prepare<'a, C: GenericClient + Sync>(tx: &C, sale: &'a NewSale) -> Result<Plan<'a>> {
     let mut ids: Vec<Uuid> = sale.lines.iter().map(|l| l.medicine_id).collect();
     ids.sort();
     ids.dedup();
     // Independent reads go out together: the driver pipelines them on the
-    // transaction's connection (one round trip instead of three).
-    let (catalogue, standard, seller_name) = futures_util::try_join!(
+    // transaction's connection (one round trip instead of four). The
+    // batches are locked with them unless a prescription is to be locked
+    // first (lock order: prescription, then batches).
+    let lock_now = sale.prescription_id.is_none();
+    let (catalogue, standard, seller_name, locked) = futures_util::try_join!(
         products(tx, &ids),
         standard_rate(tx),
-        user_name(tx, sale.user_id)
+        user_name(tx, sale.user_id),
+        async {
+            match lock_now {
+                true => stock::lock_sellable(tx, sale.branch_id, &ids)
+                    .await
+                    .map(Some),
+                false => Ok(None),
+            }
+        }
     )?;
     for (i, line) in sale.lines.iter().enumerate() {
         if !catalogue.contains_key(&line.medicine_id) {
@@ -499,7 +584,10 @@ pub async fn create<C: GenericClient + Sync>(tx: &C, sale: &NewSale) -> Result<S
         }
         None => None,
     };
-    let mut lots = stock::lock_sellable(tx, sale.branch_id, &ids).await?;
+    let mut lots = match locked {
+        Some(lots) => lots,
+        None => stock::lock_sellable(tx, sale.branch_id, &ids).await?,
+    };
     let mut pieces = Vec::new();
     for (i, line) in sale.lines.iter().enumerate() {
         let product = &catalogue[&line.medicine_id];
@@ -591,60 +679,98 @@ pub async fn create<C: GenericClient + Sync>(tx: &C, sale: &NewSale) -> Result<S
     let vat: Decimal = items.iter().map(|i| i.vat_amount).sum();
     let discount: Decimal = items.iter().map(|i| i.discount).sum();
 
-    if let Some(c) = &coupon {
-        coupons::redeem(tx, c).await?;
-    }
     let customer_national_id = match (sale.customer_id, sale.payment_method.as_str()) {
-        (Some(id), "credit") => {
-            let c =
-                customers::charge(tx, id, total, (sale_id, sale.branch_id), sale.user_id).await?;
-            c.national_id
-        }
-        (Some(id), _) => {
+        (Some(_), "credit") | (None, _) => None,
+        (Some(id), _) => Some(
             customers::get(tx, id)
                 .await?
                 .ok_or_else(|| {
                     Error::validation("customer_id", "`customer_id` names no customer.")
                 })?
+                .national_id,
+        ),
+    };
+    Ok(Plan {
+        sale,
+        catalogue,
+        pieces,
+        items,
+        coupon,
+        rx,
+        customer_national_id,
+        seller_name,
+        sale_id,
+        created_at,
+        total,
+        vat,
+        discount,
+    })
+}
+
+/// Writes a prepared sale: coupon and credit first (they may still refuse),
+/// then stock, counter, session, the sale and its feed rows.
+async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Result<Sale> {
+    let Plan {
+        sale,
+        catalogue,
+        pieces,
+        items,
+        coupon,
+        rx,
+        customer_national_id,
+        seller_name,
+        sale_id,
+        created_at,
+        total,
+        vat,
+        discount,
+    } = plan;
+    if let Some(c) = &coupon {
+        coupons::redeem(tx, c).await?;
+    }
+    let customer_national_id = match (customer_national_id, sale.customer_id) {
+        (Some(known), _) => known,
+        (None, Some(id)) => {
+            customers::charge(tx, id, total, (sale_id, sale.branch_id), sale.user_id)
+                .await?
                 .national_id
         }
-        (None, _) => String::new(),
+        (None, None) => String::new(),
     };
 
     // Every refusal (coupon used up, credit limit) has happened by now; the
-    // batches were locked above, so taking the stock cannot fail. The
-    // movements of different batches are pipelined together; those of one
-    // batch (two lines of a medicine) stay in order, so its rev order is
-    // its write order.
-    let mut by_batch: Vec<(Uuid, Vec<&Piece>)> = Vec::new();
-    for p in &pieces {
-        match by_batch.iter_mut().find(|(b, _)| *b == p.batch_id) {
-            Some((_, group)) => group.push(p),
-            None => by_batch.push((p.batch_id, vec![p])),
-        }
-    }
-    futures_util::future::try_join_all(by_batch.into_iter().map(|(batch_id, group)| async move {
-        for p in group {
-            stock::apply(
-                tx,
-                Movement {
-                    batch_id,
-                    delta: -p.quantity,
-                    kind: Kind::Sale,
-                    reference: Some(("sale", sale_id)),
-                    user_id: sale.user_id,
-                },
-            )
-            .await?;
-        }
-        Ok::<(), Error>(())
-    }))
+    // batches were locked above, so taking the stock cannot fail. The rest
+    // is two pipelined round trips: first the writes whose answers the sale
+    // needs (the batches with their revs, the invoice number, the cash
+    // session, the sale's rev), in lock order, then the rows that use them.
+    let takes = per_batch(&pieces);
+    let answers = db::pipeline(
+        tx,
+        &[
+            stock::take_stmt(&takes),
+            counter_stmt(sale.branch_id),
+            session_stmt(sale, total, vat),
+            changes::allocate_stmt(),
+        ],
+    )
     .await?;
-    let counter = bump_counter(tx, sale.branch_id).await?;
-    let (cash_session_id, rev) = futures_util::try_join!(
-        count_into_session(tx, sale, total, vat),
-        changes::allocate(tx)
-    )?;
+    let [taken, counter, session, rev]: [Vec<Row>; 4] = answers
+        .try_into()
+        .map_err(|_| Error::internal("the sale's pipeline answered short"))?;
+    if taken.len() != takes.len() {
+        return Err(Error::bad_request(
+            "Not enough stock left in the batch for this change.",
+        ));
+    }
+    let counter = match counter.first() {
+        Some(r) => Counter::from_row(r),
+        None => bump_counter(tx, sale.branch_id).await?,
+    };
+    let cash_session_id: Option<Uuid> = session.first().map(|r| r.get(0));
+    let rev: i64 = rev
+        .first()
+        .map(|r| r.get(0))
+        .ok_or_else(|| Error::internal("nextval returned no row"))?;
     let mut made = Sale {
         id: sale_id,
         branch_id: sale.branch_id,
@@ -671,23 +797,31 @@ pub async fn create<C: GenericClient + Sync>(tx: &C, sale: &NewSale) -> Result<S
         items,
     };
     made.invoice_hash = invoice_hash(&made, created_at);
-    store(tx, &made, sale, coupon.as_ref()).await?;
-    let controlled: Vec<&SaleItem> = made
-        .items
-        .iter()
-        .filter(|i| catalogue[&i.medicine_id].is_controlled)
-        .collect();
     let (patient_id, licence) = rx.unwrap_or_default();
     let patient = if customer_national_id.is_empty() {
         patient_id
     } else {
         customer_national_id
     };
-    for item in controlled {
-        register_controlled(tx, &made, item, &patient, &licence).await?;
+    let movements: Vec<(Movement, Uuid, Uuid)> = pieces
+        .iter()
+        .map(|p| {
+            let m = Movement {
+                batch_id: p.batch_id,
+                delta: -p.quantity,
+                kind: Kind::Sale,
+                reference: Some(("sale", sale_id)),
+                user_id: sale.user_id,
+            };
+            (m, p.medicine_id, sale.branch_id)
+        })
+        .collect();
+    let mut feed = Vec::with_capacity(taken.len() + 1);
+    for row in &taken {
+        let batch = stock::Batch::from_row(row);
+        feed.push((batch.rev, stock::change_of(&batch, Op::Update)?));
     }
-    changes::append(
-        tx,
+    feed.push((
         rev,
         Change {
             entity: "sale",
@@ -696,8 +830,18 @@ pub async fn create<C: GenericClient + Sync>(tx: &C, sale: &NewSale) -> Result<S
             branch_id: Some(made.branch_id),
             payload: serde_json::to_value(&made).map_err(Error::internal)?,
         },
-    )
-    .await?;
+    ));
+    // The sale row goes before its items and register rows (foreign keys).
+    let mut writes = vec![stock::movements_stmt(&movements)];
+    writes.extend(store_stmts(&made, sale, coupon.as_ref()));
+    writes.extend(
+        made.items
+            .iter()
+            .filter(|i| catalogue[&i.medicine_id].is_controlled)
+            .map(|item| controlled_stmt(&made, item, &patient, &licence)),
+    );
+    writes.extend(changes::append_all_stmt(feed).map(|q| Stmt::of(&q)));
+    db::pipeline(tx, &writes).await?;
     Ok(made)
 }
 
@@ -735,26 +879,52 @@ struct Counter {
     branch_code: String,
 }
 
-/// Takes the branch's next invoice number. The row stays locked until the
-/// sale commits, so numbers are issued in commit order with no gap.
+impl Counter {
+    fn from_row(r: &Row) -> Counter {
+        Counter {
+            icv: r.get(0),
+            previous_hash: r.get(1),
+            branch_code: r.get(2),
+        }
+    }
+}
+
+/// What the sale takes from each batch: pieces of one batch summed, in the
+/// order the batches were picked.
+fn per_batch(pieces: &[Piece]) -> Vec<(Uuid, i32)> {
+    let mut takes: Vec<(Uuid, i32)> = Vec::new();
+    for p in pieces {
+        match takes.iter_mut().find(|(b, _)| *b == p.batch_id) {
+            Some((_, qty)) => *qty += p.quantity,
+            None => takes.push((p.batch_id, p.quantity)),
+        }
+    }
+    takes
+}
+
+/// Takes the branch's next invoice number (no row when the branch has no
+/// counter yet or cannot sell). The row stays locked until the sale
+/// commits, so numbers are issued in commit order with no gap.
+fn counter_stmt(branch_id: Uuid) -> Stmt {
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"UPDATE invoice_counters c SET last_icv = c.last_icv + 1
+           FROM branches b
+           WHERE c.branch_id = {branch_id} AND b.id = c.branch_id
+             AND b.is_active AND NOT b.is_deleted
+           RETURNING c.last_icv, c.last_hash, b.code"#
+    );
+    Stmt::raw(q.sql, q.values)
+}
+
+/// `counter_stmt` for a branch whose counter row may be missing: creates
+/// it, then takes the number.
 async fn bump_counter<C: GenericClient + Sync>(tx: &C, branch_id: Uuid) -> Result<Counter> {
     for _ in 0..2 {
-        let q = sea_query::raw_query!(
-            PostgresQueryBuilder,
-            r#"UPDATE invoice_counters c SET last_icv = c.last_icv + 1
-               FROM branches b
-               WHERE c.branch_id = {branch_id} AND b.id = c.branch_id
-                 AND b.is_active AND NOT b.is_deleted
-               RETURNING c.last_icv, c.last_hash, b.code"#
-        );
-        if let Some(r) = db::raw_opt(tx, &q.sql, q.values).await? {
-            return Ok(Counter {
-                icv: r.get(0),
-                previous_hash: r.get(1),
-                branch_code: r.get(2),
-            });
-        }
         ensure_counter(tx, branch_id).await?;
+        if let Some(r) = db::run(tx, &counter_stmt(branch_id)).await?.first() {
+            return Ok(Counter::from_row(r));
+        }
     }
     Err(Error::validation(
         "branch_id",
@@ -773,13 +943,9 @@ pub async fn ensure_counter<C: GenericClient + Sync>(tx: &C, branch_id: Uuid) ->
     Ok(())
 }
 
-/// Adds the sale to the branch's open cash session, if one is open.
-async fn count_into_session<C: GenericClient + Sync>(
-    tx: &C,
-    sale: &NewSale,
-    total: Decimal,
-    vat: Decimal,
-) -> Result<Option<Uuid>> {
+/// Adds the sale to the branch's open cash session, if one is open (one row,
+/// the session's id, or none).
+fn session_stmt(sale: &NewSale, total: Decimal, vat: Decimal) -> Stmt {
     let (branch_id, method) = (sale.branch_id, sale.payment_method.as_str());
     let path = vec![method.to_owned()];
     let q = sea_query::raw_query!(
@@ -793,15 +959,11 @@ async fn count_into_session<C: GenericClient + Sync>(
            WHERE branch_id = {branch_id} AND status = 'open'
            RETURNING id"#
     );
-    Ok(db::raw_opt(tx, &q.sql, q.values).await?.map(|r| r.get(0)))
+    Stmt::raw(q.sql, q.values)
 }
 
-async fn store<C: GenericClient + Sync>(
-    tx: &C,
-    s: &Sale,
-    sale: &NewSale,
-    coupon: Option<&Coupon>,
-) -> Result<()> {
+/// The sale row, its items and the counter's new last hash, in that order.
+fn store_stmts(s: &Sale, sale: &NewSale, coupon: Option<&Coupon>) -> [Stmt; 3] {
     let gross = s.total + s.discount;
     let insert = Query::insert()
         .into_table("sales")
@@ -856,7 +1018,6 @@ async fn store<C: GenericClient + Sync>(
             s.created_at.into(),
         ])
         .to_owned();
-    db::execute(tx, &insert).await?;
     let mut items = Query::insert()
         .into_table("sale_items")
         .columns([
@@ -890,23 +1051,20 @@ async fn store<C: GenericClient + Sync>(
             i.cost_at_sale.into(),
         ]);
     }
-    db::execute(tx, &items).await?;
     let (branch_id, hash) = (s.branch_id, s.invoice_hash.clone());
-    let q = sea_query::raw_query!(
+    let last_hash = sea_query::raw_query!(
         PostgresQueryBuilder,
         "UPDATE invoice_counters SET last_hash = {hash} WHERE branch_id = {branch_id}"
     );
-    db::raw_all(tx, &q.sql, q.values).await?;
-    Ok(())
+    [
+        Stmt::of(&insert),
+        Stmt::of(&items),
+        Stmt::raw(last_hash.sql, last_hash.values),
+    ]
 }
 
-async fn register_controlled<C: GenericClient + Sync>(
-    tx: &C,
-    s: &Sale,
-    item: &SaleItem,
-    patient: &str,
-    licence: &str,
-) -> Result<()> {
+/// The controlled-drugs register row of a sale line.
+fn controlled_stmt(s: &Sale, item: &SaleItem, patient: &str, licence: &str) -> Stmt {
     let q = Query::insert()
         .into_table("controlled_dispenses")
         .columns([
@@ -932,8 +1090,7 @@ async fn register_controlled<C: GenericClient + Sync>(
             s.created_at.into(),
         ])
         .to_owned();
-    db::execute(tx, &q).await?;
-    Ok(())
+    Stmt::of(&q)
 }
 
 const SALE_COLUMNS: &str = "s.id, s.branch_id, s.icv, s.invoice_number, s.customer_id, \

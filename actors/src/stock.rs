@@ -17,7 +17,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::changes::{self, Change, Op};
-use crate::db;
+use crate::db::{self, Stmt};
 use crate::error::{Error, Result};
 use crate::wire;
 
@@ -158,50 +158,91 @@ async fn record_movement<C: GenericClient + Sync>(tx: &C, m: Movement, op: Op) -
         .await?
         .map(|r| Batch::from_row(&r))
         .ok_or_else(|| Error::bad_request("Not enough stock left in the batch for this change."))?;
-    let (reference_type, reference_id) = match m.reference {
-        Some((t, id)) => (t, Some(id)),
-        None => ("", None),
-    };
-    let insert = Query::insert()
-        .into_table("stock_movements")
-        .columns([
-            "id",
-            "batch_id",
-            "medicine_id",
-            "branch_id",
-            "kind",
-            "qty",
-            "reference_type",
-            "reference_id",
-            "created_by",
-        ])
-        .values_panic([
-            Uuid::now_v7().into(),
-            batch.id.into(),
-            batch.medicine_id.into(),
-            batch.branch_id.into(),
-            m.kind.as_str().into(),
-            m.delta.into(),
-            reference_type.into(),
-            reference_id.into(),
-            m.user_id.into(),
-        ])
-        .to_owned();
-    db::execute(tx, &insert).await?;
+    db::run(
+        tx,
+        &movements_stmt(&[(m, batch.medicine_id, batch.branch_id)]),
+    )
+    .await?;
     emit(tx, rev, &batch, op).await?;
     Ok(batch)
 }
 
 /// Appends a batch's sync change under `rev`.
 pub async fn emit<C: GenericClient + Sync>(tx: &C, rev: i64, b: &Batch, op: Op) -> Result<()> {
-    let change = Change {
+    changes::append(tx, rev, change_of(b, op)?).await
+}
+
+/// A batch's sync change (its rev is the batch's own).
+pub fn change_of(b: &Batch, op: Op) -> Result<Change<'static>> {
+    Ok(Change {
         entity: "batch",
         entity_id: b.id.to_string(),
         op,
         branch_id: Some(b.branch_id),
         payload: serde_json::to_value(b).map_err(Error::internal)?,
-    };
-    changes::append(tx, rev, change).await
+    })
+}
+
+/// One statement taking `qty` from each `(batch, qty)` (distinct batches),
+/// each batch getting a fresh rev: the shared rev lock is taken in the
+/// statement before any rev is drawn. For a sale, whose batches are locked
+/// already: a batch that would go below zero is left out of the answer
+/// (and the CHECK backs the rule), so the caller compares counts.
+pub fn take_stmt(takes: &[(Uuid, i32)]) -> Stmt {
+    let ids: Vec<Uuid> = takes.iter().map(|t| t.0).collect();
+    let qtys: Vec<i32> = takes.iter().map(|t| t.1).collect();
+    let now = Utc::now();
+    let lock = changes::REV_LOCK_KEY;
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"UPDATE batches b SET
+             qty_remaining = b.qty_remaining - d.qty,
+             status = CASE WHEN b.qty_remaining - d.qty > 0 THEN 'active' ELSE 'depleted' END,
+             rev = nextval('change_log_rev_seq'),
+             updated_at = {now}
+           FROM (SELECT pg_advisory_xact_lock_shared({lock})) AS rev_lock,
+                unnest({ids}::uuid[], {qtys}::int4[]) AS d(id, qty)
+           WHERE b.id = d.id AND b.qty_remaining >= d.qty
+           RETURNING b.id, b.medicine_id, b.branch_id, b.supplier_id, b.batch_number,
+                     b.expiry_date, b.manufacturing_date, b.qty_received, b.qty_remaining,
+                     b.unit_cost, b.status, b.regulator_status, b.is_deleted, b.rev, b.created_at"#
+    );
+    Stmt::raw(q.sql, q.values)
+}
+
+/// One statement writing the movement rows of `movements` (medicine and
+/// branch given per row, as the batches are not read back first).
+pub fn movements_stmt(movements: &[(Movement, Uuid, Uuid)]) -> Stmt {
+    let mut q = Query::insert();
+    q.into_table("stock_movements").columns([
+        "id",
+        "batch_id",
+        "medicine_id",
+        "branch_id",
+        "kind",
+        "qty",
+        "reference_type",
+        "reference_id",
+        "created_by",
+    ]);
+    for (m, medicine_id, branch_id) in movements {
+        let (reference_type, reference_id) = match m.reference {
+            Some((t, id)) => (t, Some(id)),
+            None => ("", None),
+        };
+        q.values_panic([
+            Uuid::now_v7().into(),
+            m.batch_id.into(),
+            (*medicine_id).into(),
+            (*branch_id).into(),
+            m.kind.as_str().into(),
+            m.delta.into(),
+            reference_type.into(),
+            reference_id.into(),
+            m.user_id.into(),
+        ]);
+    }
+    Stmt::of(&q)
 }
 
 /// A new batch to receive (purchase or transfer arrival).

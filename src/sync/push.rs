@@ -1,13 +1,21 @@
 //! Sync push: a till's queued changes, applied by that device's actor one
-//! batch at a time in arrival order, each change in its own transaction.
+//! batch at a time in arrival order.
 //!
-//! One effect per `(device_id, client_mutation_id)`, kept forever: the
-//! change's transaction first claims its key in `push_mutations` (a second
-//! server process pushing the same key waits on the primary key), applies
-//! the effect inside a savepoint, and stores the answer in the same commit.
-//! A replay reads that answer back verbatim, whether it was an acceptance or
-//! a rejection. Sales go to the branch's actor and through the same code
-//! as `POST /sales`.
+//! Each change is atomic on its own: its effect runs inside a savepoint (or,
+//! for a sale that can only be refused before it writes, without one), so
+//! a rejected change leaves nothing and never sinks the rest of the batch.
+//! Sales go to the branch's actor and through the same code as `POST
+//! /sales`; consecutive sales of a batch (up to `SALES_PER_COMMIT`) travel
+//! there as one message and share one transaction and one commit. Other
+//! changes run on the device's actor, one transaction each. A fault in a
+//! shared transaction rolls it all back and its sales are applied again one
+//! transaction each, stopping at the first fault.
+//!
+//! One effect per `(device_id, client_mutation_id)`, kept forever: a change
+//! first claims its key in `push_mutations` (a second server process pushing
+//! the same key waits on the primary key), then applies its effect, and its
+//! answer is stored in the same commit. A replay reads that answer back
+//! verbatim, whether it was an acceptance or a rejection.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,7 +30,7 @@ use uuid::Uuid;
 
 use actors::db::Pool;
 use actors::metrics::{SYNC_CHANGES, SYNC_PUSH_SECONDS};
-use actors::sales::SaleRequest;
+use actors::sales::{NewSale, Sale, SaleRequest};
 use actors::{db, Command, Error, Registry, Result, Role};
 
 use crate::store::devices;
@@ -31,6 +39,10 @@ use crate::sync::entities::{same, Entity};
 
 /// Most changes one push may carry.
 pub const MAX_CHANGES: usize = 500;
+/// Most consecutive sales of a batch applied in one branch-actor message and
+/// one commit: enough to amortise the hop and the WAL flush, few enough that
+/// the branch's other work does not wait long behind one batch.
+pub const SALES_PER_COMMIT: usize = 50;
 /// How far in the past an offline sale may be dated.
 const MAX_SALE_AGE_DAYS: i64 = 90;
 
@@ -155,49 +167,114 @@ impl PushBatch {
         devices::touch(&client, device.id).await?;
         drop(client);
         let mut outcome = PushOutcome::default();
-        for change in std::mem::take(&mut self.changes) {
-            let (accepted, answer) = self.route(pool, change).await?;
-            if accepted {
-                outcome.accepted.push(answer);
-            } else {
-                outcome.rejected.push(answer);
+        let mut changes = std::mem::take(&mut self.changes).into_iter().peekable();
+        while let Some(change) = changes.next() {
+            if !is_sale(&change) {
+                outcome.add(apply_change(pool, &self.pusher, change).await?);
+                continue;
+            }
+            let mut run = vec![change];
+            while run.len() < SALES_PER_COMMIT {
+                match changes.next_if(is_sale) {
+                    Some(next) => run.push(next),
+                    None => break,
+                }
+            }
+            // Sales run on the branch's actor: stock, counter and balances of
+            // a branch change one at a time.
+            let job = ApplySales {
+                pusher: self.pusher.clone(),
+                changes: run,
+                span: tracing::Span::current(),
+            };
+            for answer in self
+                .actors
+                .branch_queued(self.pusher.branch_id, job)
+                .await?
+            {
+                outcome.add(answer);
             }
         }
         Ok(outcome)
     }
+}
 
-    /// Sales run on the branch's actor (stock, counter and balances of a
-    /// branch change one at a time); catalogue changes run here.
-    async fn route(&self, pool: &Pool, change: Change) -> Result<(bool, Json)> {
-        if change.entity == "sale" && change.op == "create" {
-            let job = ApplyChange {
-                pusher: self.pusher.clone(),
-                change,
-                span: tracing::Span::current(),
-            };
-            self.actors.branch_queued(self.pusher.branch_id, job).await
+impl PushOutcome {
+    fn add(&mut self, (accepted, answer): (bool, Json)) {
+        if accepted {
+            self.accepted.push(answer);
         } else {
-            apply_change(pool, &self.pusher, change).await
+            self.rejected.push(answer);
         }
     }
 }
 
-/// One change on the branch actor.
-struct ApplyChange {
+fn is_sale(change: &Change) -> bool {
+    change.entity == "sale" && change.op == "create"
+}
+
+/// Consecutive sales of one batch, applied in order on the branch actor.
+struct ApplySales {
     pusher: Pusher,
-    change: Change,
+    changes: Vec<Change>,
     span: tracing::Span,
 }
 
-impl Command for ApplyChange {
-    type Output = (bool, Json);
-    const NAME: &'static str = "push_sale";
+impl Command for ApplySales {
+    type Output = Vec<(bool, Json)>;
+    const NAME: &'static str = "push_sales";
 
-    async fn run(self, pool: Pool) -> Result<(bool, Json)> {
-        apply_change(&pool, &self.pusher, self.change)
-            .instrument(self.span)
-            .await
+    async fn run(self, pool: Pool) -> Result<Vec<(bool, Json)>> {
+        let ApplySales {
+            pusher,
+            changes,
+            span,
+        } = self;
+        async move {
+            if changes.len() > 1 {
+                match in_one_transaction(&pool, &pusher, &changes).await {
+                    Ok(answers) => return Ok(answers),
+                    Err(fault) => tracing::warn!(
+                        error = %fault,
+                        changes = changes.len(),
+                        "pushed sales failed together; applying them one by one"
+                    ),
+                }
+            }
+            // A lone sale, or a run whose shared transaction faulted (none of
+            // it stands): one transaction per change, stopping at the first
+            // fault as a batch always has. What did commit replays.
+            let mut answers = Vec::with_capacity(changes.len());
+            for change in changes {
+                answers.push(apply_change(&pool, &pusher, change).await?);
+            }
+            Ok(answers)
+        }
+        .instrument(span)
+        .await
     }
+}
+
+/// The run's changes in one transaction, each atomic on its own. Counted
+/// and logged only once the commit stands; a fault returns before that and
+/// nothing of the run is applied.
+async fn in_one_transaction(
+    pool: &Pool,
+    pusher: &Pusher,
+    changes: &[Change],
+) -> Result<Vec<(bool, Json)>> {
+    let mut client = pool.get().await?;
+    let mut tx = client.transaction().await?;
+    let mut answered = Vec::with_capacity(changes.len());
+    for change in changes {
+        answered.push(apply_in(&mut tx, pusher, change, true).await?);
+    }
+    tx.commit().await?;
+    Ok(changes
+        .iter()
+        .zip(answered)
+        .map(|(change, a)| a.report(change))
+        .collect())
 }
 
 /// What a change did, before it is written down as the answer.
@@ -212,20 +289,76 @@ enum Verdict {
     Unsupported(String),
 }
 
+/// A change's answer, with what it is counted and logged as once its
+/// transaction has committed.
+struct Answered {
+    accepted: bool,
+    answer: Json,
+    /// The metric label of an answer read back from `push_mutations`
+    /// (`replayed`, `idempotency_mismatch`); `None` for a first answer.
+    replay: Option<&'static str>,
+}
+
+impl Answered {
+    fn report(self, change: &Change) -> (bool, Json) {
+        if let Some(label) = self.replay {
+            count(&change.entity, label);
+            return (self.accepted, self.answer);
+        }
+        let outcome = if self.accepted {
+            "accepted"
+        } else {
+            self.answer["code"].as_str().unwrap_or("rejected")
+        };
+        count(&change.entity, outcome);
+        tracing::info!(
+            client_mutation_id = change.client_mutation_id.as_str(),
+            entity = %change.entity,
+            op = %change.op,
+            outcome,
+            "push change"
+        );
+        (self.accepted, self.answer)
+    }
+}
+
 /// Applies one change in its own transaction and answers `(accepted,
 /// entry)`. A client mistake is a rejection; a fault of ours or of the
 /// database stops the batch (the device retries; what was applied replays).
 async fn apply_change(pool: &Pool, pusher: &Pusher, change: Change) -> Result<(bool, Json)> {
-    let cmid = change.client_mutation_id.as_str();
     let mut client = pool.get().await?;
     let mut tx = client.transaction().await?;
-    if let Some(stored) = claim(&tx, pusher.device_id, cmid, &change).await? {
-        tx.commit().await?;
+    let answered = apply_in(&mut tx, pusher, &change, false).await?;
+    tx.commit().await?;
+    Ok(answered.report(&change))
+}
+
+/// One change inside `tx`: claims its key (or reads back its answer), runs
+/// the effect in a savepoint (a sale in a shared run only when it needs
+/// one), which a rejection rolls back alone, and stores the answer. Any other error is a fault: the caller drops `tx`.
+async fn apply_in(
+    tx: &mut Transaction<'_>,
+    pusher: &Pusher,
+    change: &Change,
+    shared: bool,
+) -> Result<Answered> {
+    let cmid = change.client_mutation_id.as_str();
+    if let Some(stored) = claim(tx, pusher.device_id, cmid, change).await? {
         return Ok(stored);
     }
-    let verdict = {
+    let verdict = if shared && is_sale(change) {
+        // In a shared run a sale skips the savepoint when it can (see
+        // `sales::create_shared`); a conflict there is a fault, which the
+        // one-transaction-per-change path then answers as before.
+        match new_sale(pusher, cmid, &change.payload) {
+            Ok(new_sale) => actors::sales::create_shared(tx, &new_sale)
+                .await?
+                .map(|made| sold(&made)),
+            Err(e) => Err(e),
+        }
+    } else {
         let sp = tx.savepoint("change").await?;
-        match effect(&sp, pusher, cmid, &change).await {
+        match effect(&sp, pusher, cmid, change).await {
             Ok(v) => {
                 sp.commit().await?;
                 Ok(v)
@@ -260,7 +393,7 @@ async fn apply_change(pool: &Pool, pusher: &Pusher, change: Change) -> Result<(b
                 user_id: pusher.user_id,
                 client_mutation_id: cmid,
             };
-            let id = conflicts::insert(&tx, &origin, c).await?;
+            let id = conflicts::insert(&*tx, &origin, c).await?;
             let mut answer = rejected(cmid, "conflict", &id.to_string());
             answer["conflict_id"] = json!(id);
             (false, answer, Some(entity_id))
@@ -268,22 +401,12 @@ async fn apply_change(pool: &Pool, pusher: &Pusher, change: Change) -> Result<(b
         Ok(Verdict::Unsupported(why)) => (false, rejected(cmid, "unsupported", &why), None),
         Err(e) => (false, rejection(cmid, &e), None),
     };
-    store_answer(&tx, pusher.device_id, cmid, accepted, &answer, entity_id).await?;
-    tx.commit().await?;
-    let outcome = if accepted {
-        "accepted"
-    } else {
-        answer["code"].as_str().unwrap_or("rejected")
-    };
-    count(&change.entity, outcome);
-    tracing::info!(
-        client_mutation_id = cmid,
-        entity = %change.entity,
-        op = %change.op,
-        outcome,
-        "push change"
-    );
-    Ok((accepted, answer))
+    store_answer(tx, pusher.device_id, cmid, accepted, &answer, entity_id).await?;
+    Ok(Answered {
+        accepted,
+        answer,
+        replay: None,
+    })
 }
 
 fn count(entity: &str, outcome: &str) {
@@ -294,15 +417,17 @@ fn count(entity: &str, outcome: &str) {
     SYNC_CHANGES.with_label_values(&[entity, outcome]).inc();
 }
 
-/// Claims the mutation id for this transaction; when it was claimed before,
-/// answers what was answered then (or `idempotency_mismatch` when the
-/// payload differs). Waits for a concurrent claimant to finish.
+/// Claims the mutation id for this transaction; when it was claimed before
+/// (by an earlier commit, or earlier in this transaction, whose answer is
+/// already stored), answers what was answered then (or
+/// `idempotency_mismatch` when the payload differs). Waits for a concurrent
+/// claimant to finish.
 async fn claim(
     tx: &Transaction<'_>,
     device_id: Uuid,
     cmid: &str,
     change: &Change,
-) -> Result<Option<(bool, Json)>> {
+) -> Result<Option<Answered>> {
     let insert = Query::insert()
         .into_table("push_mutations")
         .columns([
@@ -338,15 +463,15 @@ async fn claim(
     let row = db::fetch_one(tx, &q).await?;
     let digest: String = row.get("request_digest");
     if digest != change.digest {
-        count(&change.entity, "idempotency_mismatch");
-        return Ok(Some((
-            false,
-            rejected(
+        return Ok(Some(Answered {
+            accepted: false,
+            answer: rejected(
                 cmid,
                 "idempotency_mismatch",
                 "This client_mutation_id was already used for a different change.",
             ),
-        )));
+            replay: Some("idempotency_mismatch"),
+        }));
     }
     let (Some(outcome), Some(answer)) = (
         row.get::<_, Option<String>>("outcome"),
@@ -355,8 +480,11 @@ async fn claim(
         return Err(Error::busy("This change is being applied; please retry."));
     };
     let answer: Json = serde_json::from_str(&answer).map_err(Error::internal)?;
-    count(&change.entity, "replayed");
-    Ok(Some((outcome == "accepted", answer)))
+    Ok(Some(Answered {
+        accepted: outcome == "accepted",
+        answer,
+        replay: Some("replayed"),
+    }))
 }
 
 async fn store_answer(
@@ -476,6 +604,12 @@ async fn sale<C: GenericClient + Sync>(
     cmid: &str,
     payload: &Json,
 ) -> Result<Verdict> {
+    let made = actors::sales::create(tx, &new_sale(pusher, cmid, payload)?).await?;
+    Ok(sold(&made))
+}
+
+/// The `POST /sales` body of a pushed sale, checked, for the device's branch.
+fn new_sale(pusher: &Pusher, cmid: &str, payload: &Json) -> Result<NewSale> {
     let request: SaleRequest = serde_json::from_value(payload.clone())
         .map_err(|e| Error::bad_request(format!("The sale does not fit: {e}.")))?;
     if request.branch_id.is_some_and(|b| b != pusher.branch_id) {
@@ -485,12 +619,15 @@ async fn sale<C: GenericClient + Sync>(
     new_sale.device_id = Some(pusher.device_id);
     new_sale.client_mutation_id = Some(cmid.to_owned());
     new_sale.occurred_at = occurred_at(payload)?;
-    let sale = actors::sales::create(tx, &new_sale).await?;
-    Ok(Verdict::Accepted {
-        id: sale.id.to_string(),
-        icv: Some(sale.icv),
-        invoice_number: Some(sale.invoice_number),
-    })
+    Ok(new_sale)
+}
+
+fn sold(made: &Sale) -> Verdict {
+    Verdict::Accepted {
+        id: made.id.to_string(),
+        icv: Some(made.icv),
+        invoice_number: Some(made.invoice_number.clone()),
+    }
 }
 
 fn occurred_at(payload: &Json) -> Result<Option<DateTime<Utc>>> {

@@ -375,3 +375,184 @@ async fn a_retried_payment_with_its_mutation_id_pays_once() {
     assert_eq!(status, StatusCode::CREATED);
     app.assert_invariants().await;
 }
+
+#[tokio::test]
+async fn a_payments_changes_carry_the_customer_then_its_ledger_row() {
+    let app = TestApp::spawn().await;
+    let branch = app.branch("B1").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let (cashier_user, cashier) = app.signed_in(branch, Role::Cashier).await;
+    let c = customer(
+        &app,
+        &admin,
+        json!({"name": "Feed", "is_credit_allowed": true, "credit_limit": 100000}),
+    )
+    .await;
+    let id = c["id"].as_str().unwrap();
+    let before: i64 = {
+        let client = app.pool.get().await.unwrap();
+        client
+            .query_one("SELECT coalesce(max(rev), 0)::bigint FROM change_log", &[])
+            .await
+            .unwrap()
+            .get(0)
+    };
+    owe(&app, &admin, branch, &c, 15000).await;
+    let (status, receipt) = app
+        .post(
+            &format!("/customers/{id}/payments"),
+            &cashier,
+            json!({"amount": 4000, "notes": "cash", "client_mutation_id": "feed-1"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{receipt}");
+    let client = app.pool.get().await.unwrap();
+    let rows = client
+        .query(
+            "SELECT rev, entity, entity_id, op, branch_id, payload FROM change_log
+             WHERE rev > $1 AND entity IN ('customer', 'customer_ledger') ORDER BY rev",
+            &[&before],
+        )
+        .await
+        .unwrap();
+    let feed: Vec<(i64, String, String, String, Option<Uuid>, Value)> = rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5)))
+        .collect();
+    let kinds: Vec<(&str, &str)> = feed
+        .iter()
+        .map(|(_, e, _, op, _, _)| (e.as_str(), op.as_str()))
+        .collect();
+    // The credit sale, then the payment: each the customer before its ledger row.
+    assert_eq!(
+        kinds,
+        [
+            ("customer", "update"),
+            ("customer_ledger", "create"),
+            ("customer", "update"),
+            ("customer_ledger", "create"),
+        ]
+    );
+    let (_, read) = app.get(&format!("/customers/{id}"), &admin).await;
+    let (_, ledger) = app.get(&format!("/customers/{id}/ledger"), &admin).await;
+    for (i, kind, balance) in [(0, "SALE", 15000.0), (2, "PAYMENT", 11000.0)] {
+        let (rev, _, entity_id, _, branch_id, customer) = &feed[i];
+        assert_eq!(entity_id, id);
+        assert_eq!(*branch_id, None);
+        assert_eq!(customer["id"], c["id"]);
+        assert_eq!(customer["rev"], *rev);
+        assert_eq!(customer["current_balance"], balance);
+        assert_eq!(customer["credit_limit"], 100000.0);
+        assert_eq!(customer["is_credit_allowed"], 1);
+        assert_eq!(customer["is_deleted"], 0);
+        let (ledger_rev, _, ledger_id, _, ledger_branch, row) = &feed[i + 1];
+        assert!(ledger_rev > rev);
+        assert_eq!(row["rev"], *ledger_rev);
+        assert_eq!(row["id"], ledger_id.as_str());
+        assert_eq!(*ledger_branch, Some(branch));
+        assert_eq!(row["transaction_type"], kind);
+        assert_eq!(row["customer_id"], c["id"]);
+        assert_eq!(row["branch_id"], branch.to_string());
+        // The payload is the ledger's own shape, byte for byte.
+        let listed = ledger["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["id"] == row["id"])
+            .unwrap();
+        assert_eq!(listed, row);
+    }
+    let payment = &feed[2].5;
+    assert_eq!(payment["rev"], read["rev"]);
+    assert_eq!(payment["updated_at"], read["updated_at"]);
+    assert_eq!(payment["created_at"], read["created_at"]);
+    let row = &feed[3].5;
+    assert_eq!(row["id"], receipt["ledger_id"]);
+    assert_eq!(row["created_at"], receipt["paid_at"]);
+    assert_eq!(row["amount"], "4000.00");
+    assert_eq!(row["balance_after"], "11000.00");
+    assert_eq!(row["notes"], "cash");
+    assert_eq!(row["reference_id"], Value::Null);
+    assert_eq!(row["created_by"], cashier_user.id.to_string());
+    assert_eq!(row["created_by_name"], "Test cashier");
+    let sale = &feed[1].5;
+    assert_eq!(sale["amount"], "15000.00");
+    assert_eq!(sale["balance_after"], "15000.00");
+    assert!(sale["reference_id"].is_string());
+    // The mutation id and digest are stored on the ledger row, not synced.
+    let stored = client
+        .query_one(
+            "SELECT client_mutation_id, request_digest FROM customer_ledger WHERE id = $1",
+            &[&receipt["ledger_id"]
+                .as_str()
+                .unwrap()
+                .parse::<Uuid>()
+                .unwrap()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        stored.get::<_, Option<String>>(0).as_deref(),
+        Some("feed-1")
+    );
+    assert_eq!(
+        stored.get::<_, Option<String>>(1),
+        Some(format!("{branch}:4000.00"))
+    );
+    assert!(row.get("client_mutation_id").is_none());
+    app.assert_invariants().await;
+}
+
+#[tokio::test]
+async fn concurrent_first_attempts_with_one_mutation_id_pay_once() {
+    let app = TestApp::spawn().await;
+    let branch = app.branch("B1").await;
+    let (admin_user, admin) = app.signed_in(branch, Role::Admin).await;
+    let c = customer(
+        &app,
+        &admin,
+        json!({"name": "Twice", "is_credit_allowed": true, "credit_limit": 1000}),
+    )
+    .await;
+    owe(&app, &admin, branch, &c, 100).await;
+    let id: Uuid = c["id"].as_str().unwrap().parse().unwrap();
+    // Direct transactions, as other server processes would run them: none
+    // has seen another's ledger row when it starts, so only the unique
+    // index tells the duplicates apart.
+    let attempts = (0..8).map(|_| {
+        let pool = app.pool.clone();
+        async move {
+            use actors::Command;
+            let payment = actors::customers::RecordPayment {
+                customer_id: id,
+                branch_id: branch,
+                amount: rust_decimal::Decimal::TEN,
+                notes: String::new(),
+                user_id: admin_user.id,
+                client_mutation_id: Some("same".to_owned()),
+            };
+            payment.run(pool).await
+        }
+    });
+    let receipts = join_all(attempts).await;
+    let receipts: Vec<_> = receipts.into_iter().map(Result::unwrap).collect();
+    assert_eq!(receipts.iter().filter(|r| !r.replayed).count(), 1);
+    for r in &receipts {
+        assert_eq!(r.ledger_id, receipts[0].ledger_id);
+        assert_eq!(r.new_balance, rust_decimal::Decimal::from(90));
+        assert_eq!(r.paid_at, receipts[0].paid_at);
+    }
+    let (_, read) = app.get(&format!("/customers/{id}"), &admin).await;
+    assert_eq!(read["current_balance"], "90.00");
+    let client = app.pool.get().await.unwrap();
+    let payments: i64 = client
+        .query_one(
+            "SELECT count(*) FROM customer_ledger WHERE customer_id = $1 AND transaction_type = 'PAYMENT'",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(payments, 1);
+    app.assert_invariants().await;
+}

@@ -779,3 +779,82 @@ async fn tills_selling_in_a_loop_never_fill_a_mailbox_bigger_than_their_number()
     assert_eq!(icvs, (1..=180).collect::<Vec<i64>>());
     app.assert_invariants().await;
 }
+
+#[tokio::test]
+async fn two_lines_from_one_batch_move_it_once_in_the_feed_before_the_sale() {
+    let shop = Shop::open().await;
+    let m = shop
+        .stocked(json!({"name": "Twice", "selling_price": 10}), 10)
+        .await;
+    let body = json!({"items": [
+        {"medicine_id": m["id"], "quantity": 3},
+        {"medicine_id": m["id"], "quantity": 4}
+    ], "payment_method": "cash"});
+    let (status, sale) = shop.sell(&shop.cashier, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{sale}");
+    assert_eq!(sale["items"].as_array().unwrap().len(), 2);
+    assert_eq!(shop.stock_of(&m).await, 3);
+    let sale_id: Uuid = sale["id"].as_str().unwrap().parse().unwrap();
+    let client = shop.app.pool.get().await.unwrap();
+    let moved: Vec<i32> = client
+        .query(
+            "SELECT qty FROM stock_movements WHERE reference_id = $1 ORDER BY qty",
+            &[&sale_id],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(moved, vec![-4, -3]);
+    // The feed: the batch once, with what is left, under a rev below the sale's.
+    let feed = client
+        .query(
+            "SELECT entity, rev, payload FROM change_log
+             WHERE rev > (SELECT max(rev) FROM change_log WHERE entity = 'batch' AND op = 'create')
+             ORDER BY rev",
+            &[],
+        )
+        .await
+        .unwrap();
+    let entities: Vec<String> = feed.iter().map(|r| r.get(0)).collect();
+    assert_eq!(entities, vec!["batch", "sale"]);
+    let batch: Value = feed[0].get(2);
+    assert_eq!(batch["qty_remaining"], 3);
+    let sale_rev: i64 = feed[1].get(1);
+    assert_eq!(sale["rev"].as_i64(), Some(sale_rev));
+    shop.app.assert_invariants().await;
+}
+
+#[tokio::test]
+async fn the_database_refuses_a_line_whose_medicine_is_not_its_batchs() {
+    let shop = Shop::open().await;
+    let a = shop
+        .stocked(json!({"name": "Alpha", "selling_price": 10}), 5)
+        .await;
+    let b = shop
+        .stocked(json!({"name": "Beta", "selling_price": 10}), 5)
+        .await;
+    let client = shop.app.pool.get().await.unwrap();
+    let batch_of_a: Uuid = client
+        .query_one(
+            "SELECT id FROM batches WHERE medicine_id = $1",
+            &[&a["id"].as_str().unwrap().parse::<Uuid>().unwrap()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let medicine_b: Uuid = b["id"].as_str().unwrap().parse().unwrap();
+    let wrong = client
+        .execute(
+            "INSERT INTO stock_movements (id, batch_id, medicine_id, branch_id, kind, qty)
+             VALUES ($1, $2, $3, $4, 'ADJUST', -1)",
+            &[&Uuid::now_v7(), &batch_of_a, &medicine_b, &shop.branch],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        wrong.code(),
+        Some(&tokio_postgres::error::SqlState::FOREIGN_KEY_VIOLATION)
+    );
+}

@@ -724,3 +724,228 @@ async fn pushed_deletes_travel_as_tombstones() {
         .get(0);
     assert_eq!(op, "delete");
 }
+
+/// How many transactions stored the `push_mutations` rows: `created_at`
+/// defaults to `now()`, the start of the claiming transaction.
+async fn push_commits(t: &Till) -> i64 {
+    t.scalar("SELECT count(DISTINCT created_at) FROM push_mutations")
+        .await
+}
+
+fn cmids(list: &Value) -> Vec<String> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["client_mutation_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_refused_sale_in_a_run_rolls_back_alone_and_the_run_replays_identically() {
+    let t = Till::open(10).await;
+    let batch = vec![
+        t.sale("r-0", 2),
+        t.sale("r-1", 2),
+        t.sale("r-2", 100),
+        t.sale("r-3", 2),
+        t.sale("r-4", 2),
+    ];
+    let (status, first) = t.push(&t.cashier, &t.device, batch.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    assert_eq!(cmids(&first["accepted"]), ["r-0", "r-1", "r-3", "r-4"]);
+    let icvs: Vec<i64> = first["accepted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["icv"].as_i64().unwrap())
+        .collect();
+    assert_eq!(icvs, [1, 2, 3, 4], "gapless, in the batch's order");
+    assert_eq!(cmids(&first["rejected"]), ["r-2"]);
+    assert_eq!(first["rejected"][0]["code"], "invalid");
+    // The five changes, the refused one too, share one commit.
+    assert_eq!(push_commits(&t).await, 1);
+    let stock = "SELECT coalesce(sum(qty_remaining),0)::bigint FROM batches";
+    assert_eq!(t.scalar(stock).await, 2);
+    assert_eq!(t.scalar("SELECT count(*) FROM sales").await, 4);
+    assert_eq!(
+        t.scalar("SELECT count(*) FROM push_mutations WHERE outcome = 'rejected'")
+            .await,
+        1
+    );
+    // Replayed: the same answer, nothing more written.
+    let again = t.push(&t.cashier, &t.device, batch).await;
+    assert_eq!(again, (StatusCode::OK, first));
+    assert_eq!(t.scalar(stock).await, 2);
+    assert_eq!(t.scalar("SELECT count(*) FROM sales").await, 4);
+    assert_eq!(t.scalar("SELECT count(*) FROM push_mutations").await, 5);
+    assert_eq!(push_commits(&t).await, 1);
+    t.app.assert_invariants().await;
+}
+
+#[tokio::test]
+async fn a_customer_between_sales_keeps_the_order_and_splits_the_runs() {
+    let t = Till::open(10).await;
+    let id = Uuid::now_v7();
+    let changes = vec![
+        t.sale("m-1", 1),
+        t.sale("m-2", 1),
+        customer_change("m-3", "create", json!({"id": id, "name": "Nakato"})),
+        t.sale("m-4", 1),
+        customer_change("m-5", "create", json!({"name": "Wasswa"})),
+        t.sale("m-6", 1),
+        t.sale("m-7", 1),
+    ];
+    let (status, body) = t.push(&t.cashier, &t.device, changes).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["rejected"], json!([]));
+    assert_eq!(
+        cmids(&body["accepted"]),
+        ["m-1", "m-2", "m-3", "m-4", "m-5", "m-6", "m-7"]
+    );
+    let icvs: Vec<Value> = body["accepted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["icv"].clone())
+        .collect();
+    assert_eq!(
+        icvs,
+        [
+            json!(1),
+            json!(2),
+            Value::Null,
+            json!(3),
+            Value::Null,
+            json!(4),
+            json!(5)
+        ]
+    );
+    assert_eq!(body["accepted"][2]["id"], json!(id));
+    // Runs [m-1 m-2], [m-4], [m-6 m-7] and each customer: five commits.
+    assert_eq!(push_commits(&t).await, 5);
+    assert_eq!(t.scalar("SELECT count(*) FROM sales").await, 5);
+    assert_eq!(
+        t.scalar("SELECT count(*) FROM customers WHERE name IN ('Nakato', 'Wasswa')")
+            .await,
+        2
+    );
+    assert_eq!(
+        t.scalar("SELECT coalesce(sum(qty_remaining),0)::bigint FROM batches")
+            .await,
+        5
+    );
+    t.app.assert_invariants().await;
+}
+
+#[tokio::test]
+async fn a_mutation_id_repeated_within_a_run_has_one_effect_and_replays_its_first_answer() {
+    let t = Till::open(10).await;
+    let changes = vec![
+        t.sale("d-a", 1),
+        t.sale("d-r", 1000),
+        t.sale("d-a", 1),
+        t.sale("d-r", 1000),
+        t.sale("d-a", 2),
+    ];
+    let (status, body) = t.push(&t.cashier, &t.device, changes.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let accepted = body["accepted"].as_array().unwrap();
+    assert_eq!(accepted.len(), 2, "{body}");
+    assert_eq!(
+        accepted[0], accepted[1],
+        "the repeat replays the first answer"
+    );
+    assert_eq!(accepted[0]["icv"], 1);
+    let rejected = body["rejected"].as_array().unwrap();
+    assert_eq!(rejected.len(), 3, "{body}");
+    assert_eq!(rejected[0]["code"], "invalid");
+    assert_eq!(rejected[0], rejected[1], "a rejection replays as rejected");
+    assert_eq!(rejected[2]["client_mutation_id"], "d-a");
+    assert_eq!(rejected[2]["code"], "idempotency_mismatch");
+    // One sale, one stored key per mutation id, all in one commit.
+    assert_eq!(t.scalar("SELECT count(*) FROM sales").await, 1);
+    assert_eq!(t.scalar("SELECT count(*) FROM push_mutations").await, 2);
+    assert_eq!(push_commits(&t).await, 1);
+    assert_eq!(
+        t.scalar("SELECT coalesce(sum(qty_remaining),0)::bigint FROM batches")
+            .await,
+        9
+    );
+    // The whole batch again: the same answer, nothing more.
+    let again = t.push(&t.cashier, &t.device, changes).await;
+    assert_eq!(again, (StatusCode::OK, body));
+    assert_eq!(t.scalar("SELECT count(*) FROM sales").await, 1);
+    t.app.assert_invariants().await;
+}
+
+/// `Till::open(stock)` on an app whose statements time out after `ms`.
+async fn till_with_statement_timeout(stock: i64, ms: u64) -> Till {
+    let app = TestApp::spawn_with(|c| c.database.statement_timeout_ms = ms).await;
+    let branch = app.branch("KLA").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let (_, cashier) = app.signed_in(branch, Role::Cashier).await;
+    let device = device(&app, &admin, branch).await;
+    let medicine = app
+        .medicine(
+            &admin,
+            json!({"name": "Paracetamol 500mg", "selling_price": 500}),
+        )
+        .await;
+    app.receive(&admin, &medicine["id"], branch, stock, "2030-12-31")
+        .await;
+    Till {
+        app,
+        branch,
+        admin,
+        cashier,
+        device,
+        medicine,
+    }
+}
+
+#[tokio::test]
+async fn a_fault_in_a_run_falls_back_to_one_transaction_per_sale_and_stops_at_the_fault() {
+    let t = till_with_statement_timeout(10, 500).await;
+    let batch = vec![t.sale("f-1", 1), t.sale("f-2", 1), t.sale("f-3", 1)];
+    // Another process holds f-2's key, uncommitted: claiming it times out,
+    // in the shared transaction and again on its own.
+    let mut holder = t.app.pool.get().await.unwrap();
+    let held = holder.transaction().await.unwrap();
+    held.execute(
+        "INSERT INTO push_mutations (device_id, client_mutation_id, request_digest, entity, op)
+         VALUES ($1::text::uuid, 'f-2', 'held', 'sale', 'create')",
+        &[&t.device],
+    )
+    .await
+    .unwrap();
+    let (status, body) = t.push(&t.cashier, &t.device, batch.clone()).await;
+    assert_problem(status, &body, StatusCode::SERVICE_UNAVAILABLE);
+    // The shared transaction rolled back; f-1 was then made on its own and
+    // the batch stopped at f-2, before f-3.
+    assert_eq!(t.scalar("SELECT count(*) FROM sales").await, 1);
+    assert_eq!(
+        t.scalar("SELECT count(*) FROM push_mutations WHERE client_mutation_id = 'f-1'")
+            .await,
+        1
+    );
+    held.rollback().await.unwrap();
+    // The device retries: f-1 replays, the rest applies, icv stays gapless.
+    let (status, body) = t.push(&t.cashier, &t.device, batch).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["rejected"], json!([]));
+    assert_eq!(cmids(&body["accepted"]), ["f-1", "f-2", "f-3"]);
+    let icvs: Vec<i64> = body["accepted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["icv"].as_i64().unwrap())
+        .collect();
+    assert_eq!(icvs, [1, 2, 3]);
+    assert_eq!(t.scalar("SELECT count(*) FROM sales").await, 3);
+    assert_eq!(
+        t.scalar("SELECT coalesce(sum(qty_remaining),0)::bigint FROM batches")
+            .await,
+        7
+    );
+    t.app.assert_invariants().await;
+}

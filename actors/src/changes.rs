@@ -123,20 +123,7 @@ pub fn append_all_stmt(rows: Vec<(i64, Change<'_>)>) -> Option<InsertStatement> 
 
 /// Appends the change row for a rev from `allocate`.
 pub async fn append<C: GenericClient + Sync>(tx: &C, rev: i64, change: Change<'_>) -> Result<()> {
-    let q = Query::insert()
-        .into_table("change_log")
-        .columns(["rev", "entity", "entity_id", "op", "branch_id", "payload"])
-        .values_panic([
-            rev.into(),
-            change.entity.into(),
-            change.entity_id.into(),
-            change.op.as_str().into(),
-            change.branch_id.into(),
-            change.payload.into(),
-        ])
-        .to_owned();
-    db::execute(tx, &q).await?;
-    Ok(())
+    append_all(tx, vec![(rev, change)]).await
 }
 
 /// `allocate` then `append`, for writers that do not store the rev on the entity.

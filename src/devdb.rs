@@ -47,6 +47,10 @@ pub struct Cluster {
     pub socket_dir: PathBuf,
     pub port: u16,
     pub tcp: bool,
+    /// Whether this call started it (it was not running before).
+    pub started_here: bool,
+    /// Said once when the configured port was taken and another was chosen.
+    pub port_note: Option<String>,
 }
 
 impl Cluster {
@@ -64,14 +68,39 @@ impl Cluster {
     }
 }
 
+/// What `devdb status` reports.
+#[derive(Debug, Clone)]
+pub struct Status {
+    /// The data directory (where the cluster lives or would live).
+    pub data_dir: PathBuf,
+    /// `(pid, port)` of the running server, if any.
+    pub running: Option<(u32, u16)>,
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.running {
+            Some((pid, port)) => write!(
+                f,
+                "running: pid {pid}, port {port}, data directory {}",
+                self.data_dir.display()
+            ),
+            None => write!(f, "stopped: data directory {}", self.data_dir.display()),
+        }
+    }
+}
+
 /// Starts the cluster if it is not running, creating it on first use.
+///
+/// A TCP cluster uses the port it was given unless another server holds it:
+/// then it takes a free port, remembers it in `<dir>/port` for the next
+/// start of this checkout, and says so in `port_note`.
 pub fn ensure_started(spec: &ClusterSpec) -> Result<Cluster, DevDbError> {
     let bin = find_binaries().ok_or(DevDbError::NoBinaries)?;
     let owner = cluster_owner()?;
     let dir = usable_dir(&spec.dir, owner.as_ref());
     let data = dir.join("data");
     let run = dir.join("run");
-    let port = spec.port.unwrap_or(5432);
     fs::create_dir_all(&run).map_err(|e| step("create the cluster directory", e))?;
     if let Some(user) = &owner {
         chown_tree(&dir, user)?;
@@ -86,73 +115,174 @@ pub fn ensure_started(spec: &ClusterSpec) -> Result<Cluster, DevDbError> {
             return Err(step("initdb", String::from_utf8_lossy(&out.stderr)));
         }
     }
-    let running = pg_command(&bin.join("pg_ctl"), owner.as_ref())
+    if let Some((_, port)) = running(&bin, owner.as_ref(), &data) {
+        return Ok(Cluster {
+            socket_dir: run,
+            port,
+            tcp: spec.port.is_some(),
+            started_here: false,
+            port_note: None,
+        });
+    }
+    let (port, port_note) = match spec.port {
+        Some(wanted) => choose_port(&dir, wanted)?,
+        None => (5432, None),
+    };
+    let listen = if spec.port.is_some() { "127.0.0.1" } else { "" };
+    let mut opts = format!(
+        "-p {port} -k {} -c listen_addresses='{listen}' -c max_connections=400",
+        run.display()
+    );
+    if spec.ephemeral {
+        opts.push_str(" -c fsync=off -c synchronous_commit=off -c full_page_writes=off");
+    }
+    let out = pg_command(&bin.join("pg_ctl"), owner.as_ref())
+        .args(["start", "-w", "-t", "60", "-D", &data.to_string_lossy()])
+        .args([
+            "-l",
+            &dir.join("postgres.log").to_string_lossy(),
+            "-o",
+            &opts,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .output()
+        .map_err(|e| step("pg_ctl start", e))?;
+    if !out.status.success() {
+        let log = fs::read_to_string(dir.join("postgres.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(10).collect();
+        return Err(step(
+            "pg_ctl start",
+            format!(
+                "{}\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            ),
+        ));
+    }
+    Ok(Cluster {
+        socket_dir: run,
+        port,
+        tcp: spec.port.is_some(),
+        started_here: true,
+        port_note,
+    })
+}
+
+/// The remembered port of this checkout, else `wanted`; when that port is
+/// held by another server, a free one, remembered from now on.
+fn choose_port(dir: &Path, wanted: u16) -> Result<(u16, Option<String>), DevDbError> {
+    let remembered = dir.join("port");
+    let port = fs::read_to_string(&remembered)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(wanted);
+    if port_is_free(port) {
+        return Ok((port, None));
+    }
+    let free = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .map_err(|e| step("find a free port", e))?
+        .port();
+    fs::write(&remembered, format!("{free}\n")).map_err(|e| step("remember the port", e))?;
+    let holder = match postgres_holding(port) {
+        Some(data) => format!("another PostgreSQL (data directory {})", data.display()),
+        None => "another program".to_owned(),
+    };
+    let note = format!(
+        "port {port} is held by {holder}; this checkout's cluster now uses port {free} \
+         (remembered in {}; delete that file to go back)",
+        remembered.display()
+    );
+    Ok((free, Some(note)))
+}
+
+fn port_is_free(port: u16) -> bool {
+    std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
+
+/// The data directory of a running postmaster started with `-p port`, read
+/// from the process table (Linux).
+fn postgres_holding(port: u16) -> Option<PathBuf> {
+    let port = port.to_string();
+    fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+        let cmdline = fs::read(entry.path().join("cmdline")).ok()?;
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let names_port = args.windows(2).any(|w| w[0] == "-p" && w[1] == port);
+        let data = args.windows(2).find(|w| w[0] == "-D").map(|w| &w[1])?;
+        names_port.then(|| PathBuf::from(data))
+    })
+}
+
+/// `(pid, port)` from `postmaster.pid` when `pg_ctl status` says it runs.
+fn running(bin: &Path, owner: Option<&nix::unistd::User>, data: &Path) -> Option<(u32, u16)> {
+    let up = pg_command(&bin.join("pg_ctl"), owner)
         .args(["status", "-D", &data.to_string_lossy()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .map(|s| s.success())
         .unwrap_or(false);
-    if !running {
-        let listen = if spec.port.is_some() { "127.0.0.1" } else { "" };
-        let mut opts = format!(
-            "-p {port} -k {} -c listen_addresses='{listen}' -c max_connections=400",
-            run.display()
-        );
-        if spec.ephemeral {
-            opts.push_str(" -c fsync=off -c synchronous_commit=off -c full_page_writes=off");
-        }
-        let out = pg_command(&bin.join("pg_ctl"), owner.as_ref())
-            .args(["start", "-w", "-t", "60", "-D", &data.to_string_lossy()])
-            .args([
-                "-l",
-                &dir.join("postgres.log").to_string_lossy(),
-                "-o",
-                &opts,
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .output()
-            .map_err(|e| step("pg_ctl start", e))?;
-        if !out.status.success() {
-            let log = fs::read_to_string(dir.join("postgres.log")).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(10).collect();
-            return Err(step(
-                "pg_ctl start",
-                format!(
-                    "{}\n{}",
-                    String::from_utf8_lossy(&out.stderr),
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-                ),
-            ));
-        }
+    if !up {
+        return None;
     }
-    Ok(Cluster {
-        socket_dir: run,
-        port,
-        tcp: spec.port.is_some(),
+    // Line 1 is the pid, line 4 the port.
+    let pidfile = fs::read_to_string(data.join("postmaster.pid")).ok()?;
+    let lines: Vec<&str> = pidfile.lines().collect();
+    Some((
+        lines.first()?.trim().parse().ok()?,
+        lines.get(3)?.trim().parse().ok()?,
+    ))
+}
+
+/// Whether the cluster of `spec` runs, and where.
+pub fn status(spec: &ClusterSpec) -> Result<Status, DevDbError> {
+    let bin = find_binaries().ok_or(DevDbError::NoBinaries)?;
+    let owner = cluster_owner()?;
+    let data = usable_dir(&spec.dir, owner.as_ref()).join("data");
+    Ok(Status {
+        running: running(&bin, owner.as_ref(), &data),
+        data_dir: data,
     })
 }
 
-/// Stops the cluster (used by tools; tests leave it running for the next run).
+/// Stops the cluster if it runs; stopping a stopped cluster is no error.
 pub fn stop(spec: &ClusterSpec) -> Result<(), DevDbError> {
     let bin = find_binaries().ok_or(DevDbError::NoBinaries)?;
     let owner = cluster_owner()?;
     let dir = usable_dir(&spec.dir, owner.as_ref());
+    let data = dir.join("data");
+    if running(&bin, owner.as_ref(), &data).is_none() {
+        return Ok(());
+    }
     let out = pg_command(&bin.join("pg_ctl"), owner.as_ref())
-        .args([
-            "stop",
-            "-m",
-            "fast",
-            "-D",
-            &dir.join("data").to_string_lossy(),
-        ])
+        .args(["stop", "-m", "fast", "-D", &data.to_string_lossy()])
         .output()
         .map_err(|e| step("pg_ctl stop", e))?;
     if !out.status.success() {
         return Err(step("pg_ctl stop", String::from_utf8_lossy(&out.stderr)));
     }
     Ok(())
+}
+
+/// Stops the cluster and deletes its directory (test clusters).
+pub fn stop_and_remove(spec: &ClusterSpec) -> Result<(), DevDbError> {
+    stop(spec)?;
+    let owner = cluster_owner()?;
+    let dir = usable_dir(&spec.dir, owner.as_ref());
+    fs::remove_dir_all(&dir).or_else(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Ok(()),
+        _ => Err(step("remove the cluster directory", e)),
+    })
+}
+
+/// The directory a cluster of `spec` really uses (see the module note).
+pub fn resolved_dir(spec: &ClusterSpec) -> Result<PathBuf, DevDbError> {
+    let owner = cluster_owner()?;
+    Ok(usable_dir(&spec.dir, owner.as_ref()))
 }
 
 fn step(step: &'static str, detail: impl std::fmt::Display) -> DevDbError {

@@ -47,6 +47,20 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         calls: usize,
     },
+    /// The local development cluster (used when DATABASE_URL is unset):
+    /// `start` keeps it running between commands, `status` says where it
+    /// runs, `stop` stops it.
+    Devdb {
+        #[arg(value_enum)]
+        action: DevdbAction,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum DevdbAction {
+    Start,
+    Status,
+    Stop,
 }
 
 fn main() -> ExitCode {
@@ -73,8 +87,27 @@ fn main() -> ExitCode {
 type AnyError = Box<dyn std::error::Error>;
 
 async fn run(command: Command, config: Config) -> Result<(), AnyError> {
+    if let Command::Devdb { action } = command {
+        return devdb_command(action, &config).await;
+    }
     let (url, local) = database_url(&config).await?;
-    let pool = db::pool(&url, &config.database)?;
+    let outcome = run_with_database(command, config.clone(), &url, local.is_some()).await;
+    // A command that had to start the local cluster stops it again, so no
+    // server outlives the service; `devdb start` keeps one running.
+    if local.is_some_and(|c| c.started_here) {
+        let spec = devdb_spec(&config);
+        tokio::task::spawn_blocking(move || devdb::stop(&spec)).await??;
+    }
+    outcome
+}
+
+async fn run_with_database(
+    command: Command,
+    config: Config,
+    url: &str,
+    local: bool,
+) -> Result<(), AnyError> {
+    let pool = db::pool(url, &config.database)?;
     let applied = db::migrate::run(&pool).await?;
     if applied > 0 {
         tracing::info!(applied, "migrations applied");
@@ -137,23 +170,53 @@ async fn run(command: Command, config: Config) -> Result<(), AnyError> {
             ));
             app::serve(config, pool).await?;
         }
+        Command::Devdb { .. } => {}
     }
     Ok(())
 }
 
-/// `DATABASE_URL` when set; otherwise the local cluster under `var/`.
-async fn database_url(config: &Config) -> Result<(String, bool), AnyError> {
-    if let Some(url) = config.database.url.clone().filter(|u| !u.trim().is_empty()) {
-        return Ok((url, false));
-    }
-    let spec = ClusterSpec {
+async fn devdb_command(action: DevdbAction, config: &Config) -> Result<(), AnyError> {
+    let spec = devdb_spec(config);
+    let message = tokio::task::spawn_blocking(move || -> Result<String, devdb::DevDbError> {
+        match action {
+            DevdbAction::Start => {
+                let cluster = devdb::ensure_started(&spec)?;
+                let mut lines: Vec<String> = cluster.port_note.into_iter().collect();
+                lines.push(format!("{}", devdb::status(&spec)?));
+                Ok(lines.join("\n"))
+            }
+            DevdbAction::Status => Ok(devdb::status(&spec)?.to_string()),
+            DevdbAction::Stop => {
+                devdb::stop(&spec)?;
+                Ok(devdb::status(&spec)?.to_string())
+            }
+        }
+    })
+    .await??;
+    println!("{message}");
+    Ok(())
+}
+
+fn devdb_spec(config: &Config) -> ClusterSpec {
+    ClusterSpec {
         dir: config.devdb.dir.clone(),
         port: Some(config.devdb.port),
         ephemeral: false,
-    };
+    }
+}
+
+/// `DATABASE_URL` when set; otherwise the local cluster under `var/`.
+async fn database_url(config: &Config) -> Result<(String, Option<devdb::Cluster>), AnyError> {
+    if let Some(url) = config.database.url.clone().filter(|u| !u.trim().is_empty()) {
+        return Ok((url, None));
+    }
+    let spec = devdb_spec(config);
     let cluster = tokio::task::spawn_blocking(move || devdb::ensure_started(&spec)).await??;
+    if let Some(note) = &cluster.port_note {
+        devdb::announce(note);
+    }
     devdb::ensure_database(&cluster, &config.devdb.database).await?;
-    Ok((cluster.conninfo(&config.devdb.database), true))
+    Ok((cluster.conninfo(&config.devdb.database), Some(cluster)))
 }
 
 fn print_demo_logins() {

@@ -1,6 +1,7 @@
 //! Logs (text or JSON, every line of a request carrying its request id) and
 //! HTTP metrics.
 
+use std::io::IsTerminal;
 use std::sync::LazyLock;
 use std::time::Instant;
 
@@ -52,7 +53,10 @@ pub fn init_logging(cfg: &LogConfig) {
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(&cfg.level))
         .unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // Colour codes only on a terminal: a file or a pipe gets plain text.
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stdout().is_terminal());
     let _ = if cfg.format == "json" {
         builder
             .json()

@@ -574,13 +574,20 @@ async fn a_server_killed_mid_push_and_mid_payment_storm_loses_nothing_acknowledg
 }
 
 /// A cluster of its own (so restarting it disturbs no other test), under
-/// the target dir, listening on its unix socket only.
+/// the target dir, listening on its unix socket only; stopped and removed
+/// when the test process exits.
 fn own_cluster() -> pharmacy::devdb::ClusterSpec {
     pharmacy::devdb::ClusterSpec {
-        dir: std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("faults-pg"),
+        dir: std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("faults-pg-{}", std::process::id())),
         port: None,
         ephemeral: true,
     }
+}
+
+#[dtor::dtor(unsafe)]
+fn stop_own_cluster() {
+    let _ = pharmacy::devdb::stop_and_remove(&own_cluster());
 }
 
 #[tokio::test]

@@ -12,6 +12,7 @@ mod branches;
 mod compliance;
 mod coupons;
 mod customers;
+mod devdb;
 mod devices;
 mod errors;
 mod medicines;

@@ -21,6 +21,55 @@ pub use actors::Role;
 
 pub const PASSWORD: &str = "correct-horse-42";
 
+/// The cluster of this test process: its own directory under the target dir
+/// (so parallel test binaries and checkouts never share one), stopped and
+/// deleted when the process exits.
+fn test_cluster() -> &'static ClusterSpec {
+    static SPEC: OnceLock<ClusterSpec> = OnceLock::new();
+    SPEC.get_or_init(|| {
+        let parent = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-pg");
+        sweep_stale_clusters(&parent);
+        ClusterSpec {
+            dir: parent.join(format!("run-{}", std::process::id())),
+            port: None,
+            ephemeral: true,
+        }
+    })
+}
+
+/// Clusters of test processes that died without cleaning up (killed runs).
+fn sweep_stale_clusters(parent: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("run-")
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = devdb::stop_and_remove(&ClusterSpec {
+                dir: entry.path(),
+                port: None,
+                ephemeral: true,
+            });
+        }
+    }
+}
+
+/// Runs when the test process exits: no server of the run is left behind.
+#[dtor::dtor(unsafe)]
+fn stop_test_cluster() {
+    if let Some(spec) = TEST_CLUSTER_STARTED.get() {
+        let _ = devdb::stop_and_remove(spec);
+    }
+}
+
+static TEST_CLUSTER_STARTED: OnceLock<ClusterSpec> = OnceLock::new();
+
 /// Connection string to the maintenance database of the test server.
 fn admin_conninfo() -> &'static str {
     static CONNINFO: OnceLock<String> = OnceLock::new();
@@ -28,20 +77,19 @@ fn admin_conninfo() -> &'static str {
         if let Ok(url) = std::env::var("TEST_DATABASE_URL") {
             return url;
         }
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-pg");
-        std::fs::create_dir_all(dir.parent().expect("target dir")).expect("create target dir");
-        // Test binaries may run in parallel processes: one starts the cluster.
-        let lock = std::fs::File::create(dir.with_extension("lock")).expect("lock file");
-        lock.lock().expect("lock the test cluster");
-        let cluster = devdb::ensure_started(&ClusterSpec {
-            dir,
-            port: None,
-            ephemeral: true,
-        })
-        .unwrap_or_else(|e| panic!("cannot start the test PostgreSQL cluster: {e}"));
-        lock.unlock().ok();
+        let spec = test_cluster();
+        let _ = TEST_CLUSTER_STARTED.set(spec.clone());
+        let cluster = devdb::ensure_started(spec)
+            .unwrap_or_else(|e| panic!("cannot start the test PostgreSQL cluster: {e}"));
         cluster.conninfo("postgres")
     })
+}
+
+/// The data directory of this process's test cluster, if it started one.
+pub fn test_cluster_dir() -> Option<PathBuf> {
+    TEST_CLUSTER_STARTED
+        .get()
+        .and_then(|spec| devdb::resolved_dir(spec).ok())
 }
 
 /// Replaces the database name of a libpq-style or URL connection string.

@@ -54,7 +54,7 @@ pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Resu
             .wrap(from_fn(telemetry::request_context))
             .configure(http::health::configure)
             .service(web::scope("/api/v1").configure(http::configure_api))
-            .service(http::openapi::docs_service())
+            .configure(http::docs::configure)
             .default_service(web::to(http::not_found))
     })
     .listen(listener)?

@@ -6,6 +6,7 @@ pub mod compliance;
 pub mod coupons;
 pub mod customers;
 pub mod devices;
+pub mod docs;
 pub mod extract;
 pub mod health;
 pub mod medicines;

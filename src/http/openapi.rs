@@ -4,7 +4,6 @@
 use actix_web::{web, HttpResponse};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
-use utoipa_scalar::{Scalar, Servable};
 
 use crate::http;
 
@@ -462,9 +461,4 @@ async fn openapi_json() -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/json")
         .body(DOC.as_str())
-}
-
-/// `/docs`: the interactive reference, reading the live document.
-pub fn docs_service() -> Scalar<utoipa::openapi::OpenApi> {
-    Scalar::with_url("/docs", document())
 }

@@ -96,6 +96,41 @@ async fn openapi_document_lists_the_routes_and_docs_page_serves() {
     assert_eq!(res.status(), StatusCode::OK);
 }
 
+/// The docs page works behind a firewall: it names no URL outside this
+/// server, and every asset it names is served here.
+#[tokio::test]
+async fn the_docs_page_loads_nothing_from_the_internet() {
+    let app = TestApp::spawn().await;
+    let page = app
+        .http
+        .get(format!("{}/docs", app.root))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!page.contains("http://") && !page.contains("https://") && !page.contains("//cdn"));
+    let assets: Vec<&str> = page
+        .split(['"', '\''])
+        .filter(|s| s.starts_with('/') && (s.ends_with(".js") || s.ends_with(".css")))
+        .collect();
+    assert_eq!(assets.len(), 2, "{assets:?}");
+    for asset in assets
+        .iter()
+        .chain(["/api/v1/openapi.json", "/docs/LICENSE"].iter())
+    {
+        let res = app
+            .http
+            .get(format!("{}{asset}", app.root))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{asset}");
+        assert!(!res.bytes().await.unwrap().is_empty(), "{asset}");
+    }
+}
+
 #[test]
 fn production_refuses_the_default_jwt_secret() {
     use pharmacy::config::{AppEnv, Config, ConfigError};

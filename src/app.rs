@@ -55,6 +55,7 @@ pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Resu
             .configure(http::health::configure)
             .service(web::scope("/api/v1").configure(http::configure_api))
             .configure(http::docs::configure)
+            .configure(http::problems::configure)
             .default_service(web::to(http::not_found))
     })
     .listen(listener)?

@@ -8,6 +8,98 @@ use serde::Serialize;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Declares the stable problem codes: each with its HTTP status (0 for codes
+/// that only appear in sync push rejections) and what it means.
+macro_rules! codes {
+    ($($variant:ident => $code:literal, $status:literal, $meaning:literal;)*) => {
+        /// A stable, machine-readable problem code (`code` in every problem
+        /// body and in sync push rejections). Never renamed once published.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Code {
+            $($variant,)*
+        }
+
+        impl Code {
+            /// Every code, in the order docs/errors.md lists them.
+            pub const ALL: &'static [Code] = &[$(Code::$variant,)*];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Code::$variant => $code,)*
+                }
+            }
+
+            /// The HTTP status a problem with this code has (0: push only).
+            pub fn status(self) -> u16 {
+                match self {
+                    $(Code::$variant => $status,)*
+                }
+            }
+
+            /// One sentence on what the code means and what to do.
+            pub fn meaning(self) -> &'static str {
+                match self {
+                    $(Code::$variant => $meaning,)*
+                }
+            }
+
+            pub fn parse(code: &str) -> Option<Code> {
+                Code::ALL.iter().copied().find(|c| c.as_str() == code)
+            }
+
+            /// The problem type URI: a page of this service describing the code.
+            pub fn type_uri(self) -> String {
+                format!("/problems/{}", self.as_str())
+            }
+        }
+    };
+}
+
+codes! {
+    ValidationFailed => "validation_failed", 400,
+        "A field is missing, malformed or out of range; `field` names it. Correct the request and send it again.";
+    MalformedBody => "malformed_body", 400,
+        "The body is not a JSON object of the expected shape. Send valid JSON.";
+    InsufficientStock => "insufficient_stock", 400,
+        "Not enough sellable stock (expired, quarantined and recalled batches never sell) for a line of the sale.";
+    CreditLimitExceeded => "credit_limit_exceeded", 400,
+        "A credit sale would take the customer's balance above the credit limit, or the customer may not buy on credit.";
+    PrescriptionRequired => "prescription_required", 400,
+        "A prescription-only or controlled medicine needs a pending prescription of the branch that lists it.";
+    PrescriptionExceeded => "prescription_exceeded", 400,
+        "The quantity is more than the prescription still allows for that medicine (prescribed minus already dispensed).";
+    AmountExceedsBalance => "amount_exceeds_balance", 400,
+        "A payment or refund is larger than the balance it applies to; the message names both figures.";
+    Unauthenticated => "unauthenticated", 401,
+        "No valid access token: it is missing, malformed, expired, revoked, or its user is no longer active. Sign in again.";
+    Forbidden => "forbidden", 403,
+        "The caller's role or branch does not allow this action (or the till is revoked or of another branch).";
+    NotFound => "not_found", 404,
+        "The record does not exist, is deleted or deactivated, or belongs to a branch the caller cannot see.";
+    MethodNotAllowed => "method_not_allowed", 405,
+        "The route exists but not with this method; the `Allow` header lists the methods it takes.";
+    RequestTimeout => "request_timeout", 408,
+        "The request or its body did not arrive in time; send it again on a fresh connection.";
+    Conflict => "conflict", 409,
+        "The record's state does not allow this move, a unique value is already taken, or a mutation id was reused with another body.";
+    PayloadTooLarge => "payload_too_large", 413,
+        "The body or the batch is over its size limit; split it.";
+    RateLimited => "rate_limited", 429,
+        "Too many attempts in the window; wait for `Retry-After` seconds.";
+    InternalError => "internal_error", 500,
+        "A fault of the service. It is logged with the request id; retry, and report it if it persists.";
+    MailboxFull => "mailbox_full", 503,
+        "The branch or till is handling as many requests as its mailbox allows; retry after `Retry-After` seconds.";
+    DatabaseUnavailable => "database_unavailable", 503,
+        "The database is unreachable or restarting; retry after `Retry-After` seconds.";
+    Busy => "busy", 503,
+        "The record is locked by another transaction or the database answered too slowly; retry shortly.";
+    Unsupported => "unsupported", 0,
+        "Sync push only: the server does not apply this entity and op; the rest of the batch goes on.";
+    IdempotencyMismatch => "idempotency_mismatch", 0,
+        "Sync push only: the client mutation id was already used by this device for a different change.";
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// 400: the request is wrong; `field` names the offending field where there is one.
@@ -15,6 +107,8 @@ pub enum Error {
     Validation {
         field: Option<String>,
         detail: String,
+        /// `validation_failed`, or a business rule's own code.
+        code: Code,
     },
     /// 401: not authenticated.
     #[error("{0}")]
@@ -39,7 +133,11 @@ pub enum Error {
     TooManyRequests { detail: String, retry_after: u64 },
     /// 503: a mailbox is full, the database is unreachable or too slow.
     #[error("{detail}")]
-    Unavailable { detail: String, retry_after: u64 },
+    Unavailable {
+        detail: String,
+        retry_after: u64,
+        code: Code,
+    },
     /// 500: a fault of ours. The cause goes to the log, never to the client.
     #[error("internal error: {0}")]
     Internal(String),
@@ -56,9 +154,15 @@ impl Error {
     }
 
     pub fn validation(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Error::rule(Code::ValidationFailed, field, detail)
+    }
+
+    /// A 400 for a business rule with its own code (`insufficient_stock`, ...).
+    pub fn rule(code: Code, field: impl Into<String>, detail: impl Into<String>) -> Self {
         Error::Validation {
             field: Some(field.into()),
             detail: detail.into(),
+            code,
         }
     }
 
@@ -66,6 +170,7 @@ impl Error {
         Error::Validation {
             field: None,
             detail: detail.into(),
+            code: Code::ValidationFailed,
         }
     }
 
@@ -89,18 +194,57 @@ impl Error {
         Error::Unavailable {
             detail: detail.into(),
             retry_after: 1,
+            code: Code::Busy,
+        }
+    }
+
+    /// 503: an actor's mailbox has no room.
+    pub fn mailbox_full(detail: impl Into<String>) -> Self {
+        Error::Unavailable {
+            detail: detail.into(),
+            retry_after: 1,
+            code: Code::MailboxFull,
+        }
+    }
+
+    /// 503: the database cannot be reached.
+    pub fn database_unavailable(retry_after: u64) -> Self {
+        Error::Unavailable {
+            detail: "The database is not reachable right now; please retry shortly.".to_owned(),
+            retry_after,
+            code: Code::DatabaseUnavailable,
+        }
+    }
+
+    /// The stable code of this problem.
+    pub fn code(&self) -> Code {
+        match self {
+            Error::Validation { code, .. } | Error::Unavailable { code, .. } => *code,
+            Error::Unauthorized(_) => Code::Unauthenticated,
+            Error::Forbidden(_) => Code::Forbidden,
+            Error::NotFound(_) => Code::NotFound,
+            Error::MethodNotAllowed(_) => Code::MethodNotAllowed,
+            Error::Conflict(_) => Code::Conflict,
+            Error::PayloadTooLarge(_) => Code::PayloadTooLarge,
+            Error::TooManyRequests { .. } => Code::RateLimited,
+            Error::Internal(_) => Code::InternalError,
         }
     }
 }
 
-/// The problem-details body. `field` is an extension member for 400s.
+/// The problem-details body. `code` and `field` are extension members.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Problem {
-    /// A URI reference naming the problem type (`about:blank`: the status says it all).
+    /// A URI reference naming the problem type: `/problems/<code>`, a page
+    /// of this service describing the code.
     #[serde(rename = "type")]
+    #[schema(example = "/problems/validation_failed")]
     pub kind: String,
     pub title: String,
     pub status: u16,
+    /// The stable machine-readable code (see docs/errors.md).
+    #[schema(example = "validation_failed")]
+    pub code: String,
     /// A sentence a cashier could read.
     pub detail: String,
     /// The offending request field, where there is one.
@@ -137,13 +281,15 @@ impl ResponseError for Error {
                     None,
                 )
             }
-            Error::Validation { field, detail } => (detail.clone(), field.clone()),
+            Error::Validation { field, detail, .. } => (detail.clone(), field.clone()),
             other => (other.to_string(), None),
         };
+        let code = self.code();
         let body = Problem {
-            kind: "about:blank".to_owned(),
+            kind: code.type_uri(),
             title: status.canonical_reason().unwrap_or("Error").to_owned(),
             status: status.as_u16(),
+            code: code.as_str().to_owned(),
             detail,
             field,
         };
@@ -177,21 +323,14 @@ impl From<tokio_postgres::Error> for Error {
                 || text.starts_with("timeout waiting")
                 || text.contains("connection");
             if network {
-                return Error::Unavailable {
-                    detail: "The database is not reachable right now; please retry shortly."
-                        .to_owned(),
-                    retry_after: 2,
-                };
+                return Error::database_unavailable(2);
             }
             let source = std::error::Error::source(&e).map(ToString::to_string);
             return Error::internal(format!("{e}: {}", source.unwrap_or_default()));
         };
         let code = db.code();
         if *code == SqlState::QUERY_CANCELED {
-            return Error::Unavailable {
-                detail: "The database took too long to answer; please retry.".to_owned(),
-                retry_after: 1,
-            };
+            return Error::busy("The database took too long to answer; please retry.");
         }
         if *code == SqlState::T_R_SERIALIZATION_FAILURE || *code == SqlState::T_R_DEADLOCK_DETECTED
         {
@@ -202,10 +341,7 @@ impl From<tokio_postgres::Error> for Error {
             || *code == SqlState::TOO_MANY_CONNECTIONS
             || *code == SqlState::CRASH_SHUTDOWN
         {
-            return Error::Unavailable {
-                detail: "The database is not reachable right now; please retry shortly.".to_owned(),
-                retry_after: 2,
-            };
+            return Error::database_unavailable(2);
         }
         if *code == SqlState::UNIQUE_VIOLATION {
             return Error::conflict("A record with the same unique value already exists.");
@@ -223,6 +359,7 @@ impl From<tokio_postgres::Error> for Error {
             return Error::Validation {
                 field: db.column().map(str::to_owned),
                 detail: "A value is out of range or malformed.".to_owned(),
+                code: Code::ValidationFailed,
             };
         }
         Error::internal(format!("{}: {}", code.code(), db))
@@ -240,6 +377,7 @@ impl From<deadpool_postgres::PoolError> for Error {
                         "The service is busy or the database is unreachable; please retry shortly."
                             .to_owned(),
                     retry_after: 1,
+                    code: Code::DatabaseUnavailable,
                 }
             }
         }

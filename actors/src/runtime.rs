@@ -234,7 +234,7 @@ impl Registry {
             metrics::MAILBOX_REJECTED
                 .with_label_values(&[kind.as_str()])
                 .inc();
-            return Err(Error::busy(MAILBOX_FULL));
+            return Err(Error::mailbox_full(MAILBOX_FULL));
         };
         let depth = metrics::MAILBOX_DEPTH.with_label_values(&[kind.as_str()]);
         depth.inc();
@@ -269,7 +269,7 @@ impl Registry {
         if let Err(e) = handle.addr.try_send(envelope) {
             depth.dec();
             return Err(match e {
-                SendError::Full(_) => Error::busy(MAILBOX_FULL),
+                SendError::Full(_) => Error::mailbox_full(MAILBOX_FULL),
                 SendError::Closed(_) => Error::internal("actor mailbox closed"),
             });
         }

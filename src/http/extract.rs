@@ -13,6 +13,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::state::AppState;
+use actors::error::Code;
 use actors::{Error, Result};
 
 /// Per-route body limit override.
@@ -76,6 +77,14 @@ fn too_large(limit: usize) -> Error {
     ))
 }
 
+fn malformed(detail: &str) -> Error {
+    Error::Validation {
+        field: None,
+        detail: detail.to_owned(),
+        code: Code::MalformedBody,
+    }
+}
+
 /// Parses JSON, naming the offending field on a shape error.
 pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
     let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
@@ -88,9 +97,9 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
     if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err(
             if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() {
-                Error::bad_request("The request body must be a JSON object.")
+                malformed("The request body must be a JSON object.")
             } else {
-                Error::bad_request("The request body is not valid JSON.")
+                malformed("The request body is not valid JSON.")
             },
         );
     }
@@ -146,9 +155,15 @@ fn shape_error(path: &str, message: &str) -> Error {
     } else {
         format!("The field `{field}` is invalid: {message}.")
     };
+    let code = if field.is_empty() {
+        Code::MalformedBody
+    } else {
+        Code::ValidationFailed
+    };
     Error::Validation {
         field: (!field.is_empty()).then_some(field),
         detail,
+        code,
     }
 }
 

@@ -25,18 +25,15 @@ pub async fn healthz() -> HttpResponse {
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses((status = 200, description = "Ready"), (status = 503, body = Problem, content_type = "application/problem+json")))]
 pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse> {
-    let unavailable = |_| Error::Unavailable {
-        detail: "The database is not reachable.".to_owned(),
-        retry_after: 2,
-    };
-    let client = state.pool.get().await.map_err(unavailable)?;
+    let client = state
+        .pool
+        .get()
+        .await
+        .map_err(|_| Error::database_unavailable(2))?;
     client
         .simple_query("SELECT 1")
         .await
-        .map_err(|_| Error::Unavailable {
-            detail: "The database is not reachable.".to_owned(),
-            retry_after: 2,
-        })?;
+        .map_err(|_| Error::database_unavailable(2))?;
     Ok(HttpResponse::Ok().json(json!({ "status": "ready" })))
 }
 

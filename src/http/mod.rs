@@ -11,6 +11,7 @@ pub mod extract;
 pub mod health;
 pub mod medicines;
 pub mod openapi;
+pub mod problems;
 pub mod purchases;
 pub mod sales;
 pub mod sessions;

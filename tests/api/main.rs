@@ -34,6 +34,7 @@ mod users;
 mod audit_log;
 mod currency;
 mod printing;
+mod problem_codes;
 mod settings;
 // Front desk (issue 6 items 6-9).
 mod approvals;

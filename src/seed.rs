@@ -580,6 +580,8 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
                 let sale = NewSale {
                     branch_id: branch,
                     user_id: user,
+                    // The demo sellers are pharmacists.
+                    role: Role::Pharmacist,
                     lines,
                     payment_method: method.to_owned(),
                     customer_id,

@@ -7,6 +7,16 @@
 //! rolls its number back too; `UNIQUE (branch_id, icv)` backs it), the open
 //! cash session's totals grow, and the sale is chained to the previous
 //! invoice of its branch by hash.
+//!
+//! A sale naming a prescription locks it (`FOR UPDATE`, before the
+//! batches), sells only what it lists and what is left of each line, adds
+//! what it gives out to the lines and, when every line is filled, moves the
+//! prescription to `DISPENSED` with itself as the sale. A prescription-only
+//! or controlled medicine (whatever its prescription flag) sells only
+//! against a prescription, and its register row names the prescription's
+//! patient and prescriber. A price below the selling price needs one of
+//! `PRICE_OVERRIDERS` and leaves an audit-log entry. Every such refusal
+//! happens in `prepare`, before the first write.
 
 use std::collections::HashMap;
 
@@ -25,6 +35,7 @@ use crate::customers;
 use crate::db::{self, Pool, Stmt};
 use crate::error::{Error, Result};
 use crate::input;
+use crate::role::Role;
 use crate::runtime::Command;
 use crate::stock::{self, Kind, Movement};
 use crate::wire;
@@ -33,6 +44,8 @@ pub const PAYMENT_METHODS: [&str; 4] = ["cash", "card", "mobile_money", "credit"
 /// Hash the first invoice of a branch chains to.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 const MAX_LINES: usize = 200;
+/// Who may sell below a medicine's selling price (a price override).
+pub const PRICE_OVERRIDERS: [Role; 3] = [Role::Admin, Role::BranchManager, Role::Pharmacist];
 
 /// A sale as a client sends it (REST body or push payload).
 #[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
@@ -42,6 +55,9 @@ pub struct SaleRequest {
     pub payment_method: String,
     #[schema(value_type = Option<String>)]
     pub customer_id: Option<Uuid>,
+    /// A pending prescription of the branch. Required when a line is
+    /// prescription-only or controlled; the sale may then sell only the
+    /// medicines it lists, each up to what is left of it.
     #[schema(value_type = Option<String>)]
     pub prescription_id: Option<Uuid>,
     pub coupon_code: Option<String>,
@@ -59,6 +75,8 @@ pub struct SaleLineRequest {
     #[schema(value_type = f64, minimum = 1)]
     pub quantity: Decimal,
     /// Defaults to the medicine's selling price; never above `max_public_price`.
+    /// Below the selling price (a price override) only for an admin, branch
+    /// manager or pharmacist (403 otherwise), and written to the audit log.
     #[schema(value_type = Option<f64>)]
     pub unit_price: Option<Decimal>,
 }
@@ -68,6 +86,9 @@ pub struct SaleLineRequest {
 pub struct NewSale {
     pub branch_id: Uuid,
     pub user_id: Uuid,
+    /// The seller's role: a price below the selling price needs one of
+    /// `PRICE_OVERRIDERS`.
+    pub role: Role,
     pub lines: Vec<Line>,
     pub payment_method: String,
     pub customer_id: Option<Uuid>,
@@ -89,7 +110,7 @@ pub struct Line {
 impl SaleRequest {
     /// Checks the shape of the request; stock, prices and people are checked
     /// in the transaction.
-    pub fn validate(self, branch_id: Uuid, user_id: Uuid) -> Result<NewSale> {
+    pub fn validate(self, branch_id: Uuid, user_id: Uuid, role: Role) -> Result<NewSale> {
         if self.items.is_empty() {
             return Err(Error::validation(
                 "items",
@@ -140,6 +161,7 @@ impl SaleRequest {
         Ok(NewSale {
             branch_id,
             user_id,
+            role,
             lines,
             payment_method: method,
             customer_id: self.customer_id,
@@ -431,25 +453,275 @@ pub async fn standard_rate<C: GenericClient + Sync>(c: &C) -> Result<Decimal> {
     })
 }
 
-/// The pending prescription a sale relies on: (patient id, prescriber licence).
-async fn prescription<C: GenericClient + Sync>(
-    tx: &C,
+/// One line of the prescription a sale names, as locked.
+#[derive(Debug, Clone)]
+struct RxLine {
     id: Uuid,
-    branch_id: Uuid,
-) -> Result<(String, String)> {
-    let q = sea_query::raw_query!(
+    medicine_id: Uuid,
+    quantity: i32,
+    dispensed: i32,
+}
+
+/// The pending prescription a sale names, locked `FOR UPDATE`.
+struct Rx {
+    id: Uuid,
+    rx_number: String,
+    patient_id: String,
+    licence: String,
+    lines: Vec<RxLine>,
+}
+
+/// Locks the pending prescription of the branch a sale names and reads its
+/// lines. Sales against one prescription queue on its row (two server
+/// processes too), and the lines are read by a statement that starts once
+/// the lock is held, so each sale sees what the previous ones dispensed.
+async fn prescription<C: GenericClient + Sync>(tx: &C, id: Uuid, branch_id: Uuid) -> Result<Rx> {
+    let lock = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"SELECT patient_id_number, prescriber_license FROM prescriptions
+        r#"SELECT rx_number, patient_id_number, prescriber_license FROM prescriptions
            WHERE id = {id} AND branch_id = {branch_id} AND status = 'PENDING' AND NOT is_deleted
-           FOR SHARE"#
+           FOR UPDATE"#
     );
-    let row = db::raw_opt(tx, &q.sql, q.values).await?.ok_or_else(|| {
+    let lines = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT id, medicine_id, quantity, dispensed_quantity FROM prescription_items
+           WHERE prescription_id = {id} ORDER BY line_no, id"#
+    );
+    let answers = db::pipeline(
+        tx,
+        &[
+            Stmt::raw(lock.sql, lock.values),
+            Stmt::raw(lines.sql, lines.values),
+        ],
+    )
+    .await?;
+    let [head, lines]: [Vec<Row>; 2] = answers
+        .try_into()
+        .map_err(|_| Error::internal("the prescription read answered short"))?;
+    let head = head.first().ok_or_else(|| {
         Error::validation(
             "prescription_id",
             "`prescription_id` must name a pending prescription of this branch.",
         )
     })?;
-    Ok((row.get(0), row.get(1)))
+    Ok(Rx {
+        id,
+        rx_number: head.get(0),
+        patient_id: head.get(1),
+        licence: head.get(2),
+        lines: lines
+            .iter()
+            .map(|r| RxLine {
+                id: r.get(0),
+                medicine_id: r.get(1),
+                quantity: r.get(2),
+                dispensed: r.get(3),
+            })
+            .collect(),
+    })
+}
+
+/// A sale line the prescription does not cover: its index and how many
+/// units of its medicine the prescription still allows (0 when the
+/// medicine is not on it at all).
+#[derive(Debug, PartialEq, Eq)]
+struct Uncovered {
+    line: usize,
+    on_prescription: bool,
+    allowed: i32,
+}
+
+/// Takes the sale's lines `(medicine, quantity)` from the prescription's
+/// lines, in their order, each within what is left of it. Answers what
+/// each prescription line gives out `(line id, units)`, or the first sale
+/// line the prescription does not cover.
+fn allocate(
+    rx: &[RxLine],
+    sale: &[(Uuid, i32)],
+) -> std::result::Result<Vec<(Uuid, i32)>, Uncovered> {
+    let mut left: Vec<i32> = rx.iter().map(|l| l.quantity - l.dispensed).collect();
+    let mut given = vec![0i32; rx.len()];
+    for (i, &(medicine, quantity)) in sale.iter().enumerate() {
+        let on_prescription = rx.iter().any(|l| l.medicine_id == medicine);
+        let allowed: i32 = rx
+            .iter()
+            .zip(&left)
+            .filter(|(l, _)| l.medicine_id == medicine)
+            .map(|(_, n)| Ord::max(*n, 0))
+            .sum();
+        if !on_prescription || quantity > allowed {
+            return Err(Uncovered {
+                line: i,
+                on_prescription,
+                allowed,
+            });
+        }
+        let mut wanted = quantity;
+        for (k, l) in rx.iter().enumerate() {
+            if wanted == 0 {
+                break;
+            }
+            if l.medicine_id != medicine || left[k] <= 0 {
+                continue;
+            }
+            let take = Ord::min(wanted, left[k]);
+            left[k] -= take;
+            given[k] += take;
+            wanted -= take;
+        }
+    }
+    Ok(rx
+        .iter()
+        .zip(given)
+        .filter(|(_, n)| *n > 0)
+        .map(|(l, n)| (l.id, n))
+        .collect())
+}
+
+/// What a sale gives out against its prescription.
+struct Dispense {
+    rx_id: Uuid,
+    patient_id: String,
+    licence: String,
+    /// Units per prescription line.
+    adds: Vec<(Uuid, i32)>,
+    /// After this sale every line is fully dispensed.
+    completes: bool,
+}
+
+impl Dispense {
+    /// Checks the sale against the locked prescription: 400 naming the
+    /// first line whose medicine is not on it or exceeds what is left.
+    fn check(rx: Rx, sale: &NewSale, catalogue: &HashMap<Uuid, Product>) -> Result<Dispense> {
+        let wanted: Vec<(Uuid, i32)> = sale
+            .lines
+            .iter()
+            .map(|l| (l.medicine_id, l.quantity))
+            .collect();
+        let adds = allocate(&rx.lines, &wanted).map_err(|u| {
+            let line = &sale.lines[u.line];
+            let name = catalogue
+                .get(&line.medicine_id)
+                .map(|p| p.name.as_str())
+                .unwrap_or_default();
+            if u.on_prescription {
+                Error::validation(
+                    format!("items[{}].quantity", u.line),
+                    format!(
+                        "Prescription {} allows {} more of {}; {} requested.",
+                        rx.rx_number, u.allowed, name, line.quantity
+                    ),
+                )
+            } else {
+                Error::validation(
+                    format!("items[{}].medicine_id", u.line),
+                    format!(
+                        "{} is not on prescription {}: 0 may be sold against it.",
+                        name, rx.rx_number
+                    ),
+                )
+            }
+        })?;
+        let completes = rx.lines.iter().all(|l| {
+            let added: i32 = adds
+                .iter()
+                .filter(|(id, _)| *id == l.id)
+                .map(|(_, n)| n)
+                .sum();
+            l.dispensed + added >= l.quantity
+        });
+        Ok(Dispense {
+            rx_id: rx.id,
+            patient_id: rx.patient_id,
+            licence: rx.licence,
+            adds,
+            completes,
+        })
+    }
+
+    /// The line updates (each answers a row only if it stays within the
+    /// prescribed quantity), then the prescription row: its dispensed
+    /// units, and when complete its move to `DISPENSED` with the sale.
+    fn stmts(&self, s: &Sale) -> Vec<Stmt> {
+        let mut out: Vec<Stmt> = self
+            .adds
+            .iter()
+            .map(|&(line, add)| {
+                let rx_id = self.rx_id;
+                let q = sea_query::raw_query!(
+                    PostgresQueryBuilder,
+                    r#"UPDATE prescription_items SET dispensed_quantity = dispensed_quantity + {add}
+                       WHERE id = {line} AND prescription_id = {rx_id}
+                         AND dispensed_quantity + {add} <= quantity
+                       RETURNING id"#
+                );
+                Stmt::raw(q.sql, q.values)
+            })
+            .collect();
+        let units: i32 = self.adds.iter().map(|(_, n)| n).sum();
+        let mut q = Query::update()
+            .table("prescriptions")
+            .value("dispensed_units", Expr::col("dispensed_units").add(units))
+            .value("updated_at", Utc::now())
+            .and_where(Expr::col("id").eq(self.rx_id))
+            .and_where(Expr::col("status").eq("PENDING"))
+            .and_where(Expr::col("is_deleted").eq(false))
+            .returning_col("id")
+            .to_owned();
+        if self.completes {
+            q.value("status", "DISPENSED")
+                .value("sale_id", s.id)
+                .value("dispensed_by", s.created_by)
+                .value("dispensed_at", s.created_at);
+        }
+        out.push(Stmt::of(&q));
+        out
+    }
+}
+
+/// A line sold below its medicine's selling price.
+struct Override {
+    medicine_id: Uuid,
+    quantity: i32,
+    selling_price: Decimal,
+    unit_price: Decimal,
+}
+
+/// The audit-log entry of a price override.
+fn override_stmt(s: &Sale, o: &Override) -> Stmt {
+    let before = serde_json::json!({
+        "medicine_id": o.medicine_id,
+        "unit_price": wire::two_places(o.selling_price),
+    });
+    let after = serde_json::json!({
+        "medicine_id": o.medicine_id,
+        "unit_price": wire::two_places(o.unit_price),
+        "quantity": o.quantity,
+        "branch_id": s.branch_id,
+        "invoice_number": s.invoice_number,
+    });
+    let q = Query::insert()
+        .into_table("audit_log")
+        .columns([
+            "id",
+            "actor_id",
+            "action",
+            "entity_type",
+            "entity_id",
+            "before",
+            "after",
+        ])
+        .values_panic([
+            Uuid::now_v7().into(),
+            s.created_by.into(),
+            "price_override".into(),
+            "sale".into(),
+            s.id.to_string().into(),
+            before.into(),
+            after.into(),
+        ])
+        .to_owned();
+    Stmt::of(&q)
 }
 
 /// One priced piece of a sale: a line as taken from one batch.
@@ -515,9 +787,10 @@ struct Plan<'a> {
     pieces: Vec<Piece>,
     items: Vec<SaleItem>,
     coupon: Option<Coupon>,
-    rx: Option<(String, String)>,
-    /// A cash or card sale's customer, read in advance.
-    customer_national_id: Option<String>,
+    /// What the sale gives out against its prescription.
+    dispense: Option<Dispense>,
+    /// Lines sold below the selling price, for the audit log.
+    overrides: Vec<Override>,
     seller_name: String,
     sale_id: Uuid,
     created_at: DateTime<Utc>,
@@ -568,21 +841,56 @@ async fn prepare<'a, C: GenericClient + Sync>(tx: &C, sale: &'a NewSale) -> Resu
             ));
         }
     }
-    let needs_rx = catalogue.values().any(|p| p.requires_prescription);
-    let rx = match sale.prescription_id {
-        Some(id) => Some(prescription(tx, id, sale.branch_id).await?),
-        None if needs_rx => {
-            let name = catalogue
-                .values()
-                .find(|p| p.requires_prescription)
-                .map(|p| p.name.clone())
-                .unwrap_or_default();
+    // A price below the selling price is an override: refused unless the
+    // seller's role may make it (before any lock is waited for).
+    let mut overrides = Vec::new();
+    for line in &sale.lines {
+        let product = &catalogue[&line.medicine_id];
+        match line.unit_price {
+            Some(price) if price < product.selling_price => {
+                if !PRICE_OVERRIDERS.contains(&sale.role) {
+                    return Err(Error::forbidden(format!(
+                        "Selling {} at {}, below its selling price of {}, needs an admin, \
+                         a branch manager or a pharmacist.",
+                        product.name,
+                        wire::two_places(price),
+                        wire::two_places(product.selling_price)
+                    )));
+                }
+                overrides.push(Override {
+                    medicine_id: line.medicine_id,
+                    quantity: line.quantity,
+                    selling_price: product.selling_price,
+                    unit_price: price,
+                });
+            }
+            _ => {}
+        }
+    }
+    // A controlled medicine needs a prescription whatever its
+    // `requires_prescription` flag says.
+    let needs_rx = sale.lines.iter().find_map(|l| {
+        let p = &catalogue[&l.medicine_id];
+        match (p.is_controlled, p.requires_prescription) {
+            (true, _) => Some(format!("{} is a controlled medicine", p.name)),
+            (false, true) => Some(format!("{} is prescription-only", p.name)),
+            _ => None,
+        }
+    });
+    let dispense = match (sale.prescription_id, needs_rx) {
+        (Some(id), _) => {
+            let rx = prescription(tx, id, sale.branch_id).await?;
+            Some(Dispense::check(rx, sale, &catalogue)?)
+        }
+        (None, Some(why)) => {
             return Err(Error::validation(
                 "prescription_id",
-                format!("{name} is prescription-only: give the `prescription_id` of a pending prescription."),
+                format!(
+                    "{why}: give the `prescription_id` of a pending prescription that lists it."
+                ),
             ));
         }
-        None => None,
+        (None, None) => None,
     };
     let mut lots = match locked {
         Some(lots) => lots,
@@ -679,25 +987,24 @@ async fn prepare<'a, C: GenericClient + Sync>(tx: &C, sale: &'a NewSale) -> Resu
     let vat: Decimal = items.iter().map(|i| i.vat_amount).sum();
     let discount: Decimal = items.iter().map(|i| i.discount).sum();
 
-    let customer_national_id = match (sale.customer_id, sale.payment_method.as_str()) {
-        (Some(_), "credit") | (None, _) => None,
-        (Some(id), _) => Some(
-            customers::get(tx, id)
-                .await?
-                .ok_or_else(|| {
-                    Error::validation("customer_id", "`customer_id` names no customer.")
-                })?
-                .national_id,
-        ),
-    };
+    // A cash or card sale's customer must exist (a credit customer is
+    // checked when charged).
+    if let (Some(id), false) = (sale.customer_id, sale.payment_method == "credit") {
+        if customers::get(tx, id).await?.is_none() {
+            return Err(Error::validation(
+                "customer_id",
+                "`customer_id` names no customer.",
+            ));
+        }
+    }
     Ok(Plan {
         sale,
         catalogue,
         pieces,
         items,
         coupon,
-        rx,
-        customer_national_id,
+        dispense,
+        overrides,
         seller_name,
         sale_id,
         created_at,
@@ -716,8 +1023,8 @@ async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Result<Sale> 
         pieces,
         items,
         coupon,
-        rx,
-        customer_national_id,
+        dispense,
+        overrides,
         seller_name,
         sale_id,
         created_at,
@@ -728,15 +1035,9 @@ async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Result<Sale> 
     if let Some(c) = &coupon {
         coupons::redeem(tx, c).await?;
     }
-    let customer_national_id = match (customer_national_id, sale.customer_id) {
-        (Some(known), _) => known,
-        (None, Some(id)) => {
-            customers::charge(tx, id, total, (sale_id, sale.branch_id), sale.user_id)
-                .await?
-                .national_id
-        }
-        (None, None) => String::new(),
-    };
+    if let (Some(id), true) = (sale.customer_id, sale.payment_method == "credit") {
+        customers::charge(tx, id, total, (sale_id, sale.branch_id), sale.user_id).await?;
+    }
 
     // Every refusal (coupon used up, credit limit) has happened by now; the
     // batches were locked above, so taking the stock cannot fail. The rest
@@ -797,12 +1098,11 @@ async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Result<Sale> 
         items,
     };
     made.invoice_hash = invoice_hash(&made, created_at);
-    let (patient_id, licence) = rx.unwrap_or_default();
-    let patient = if customer_national_id.is_empty() {
-        patient_id
-    } else {
-        customer_national_id
-    };
+    // The register names the prescription's patient and prescriber.
+    let (patient, licence) = dispense
+        .as_ref()
+        .map(|d| (d.patient_id.as_str(), d.licence.as_str()))
+        .unwrap_or_default();
     let movements: Vec<(Movement, Uuid, Uuid)> = pieces
         .iter()
         .map(|p| {
@@ -838,10 +1138,26 @@ async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Result<Sale> 
         made.items
             .iter()
             .filter(|i| catalogue[&i.medicine_id].is_controlled)
-            .map(|item| controlled_stmt(&made, item, &patient, &licence)),
+            .map(|item| controlled_stmt(&made, item, patient, licence)),
     );
+    writes.extend(overrides.iter().map(|o| override_stmt(&made, o)));
+    // The prescription's updates after the sale row (its `sale_id` names it).
+    let rx_from = writes.len();
+    if let Some(d) = &dispense {
+        writes.extend(d.stmts(&made));
+    }
+    let rx_to = writes.len();
     writes.extend(changes::append_all_stmt(feed).map(|q| Stmt::of(&q)));
-    db::pipeline(tx, &writes).await?;
+    let answers = db::pipeline(tx, &writes).await?;
+    // The prescription was locked and checked: every update finds its row.
+    // Should one not, the CHECK on the lines has the last word, and the
+    // sale fails as a fault.
+    let rx_answers = answers.get(rx_from..rx_to).unwrap_or_default();
+    if rx_answers.iter().any(Vec::is_empty) {
+        return Err(Error::internal(
+            "a prescription line changed under the sale's lock",
+        ));
+    }
     Ok(made)
 }
 
@@ -1325,4 +1641,58 @@ pub async fn verify_chain<C: GenericClient + Sync>(c: &C, branch_id: Uuid) -> Re
         checked,
         first_broken: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(medicine: Uuid, quantity: i32, dispensed: i32) -> RxLine {
+        RxLine {
+            id: Uuid::now_v7(),
+            medicine_id: medicine,
+            quantity,
+            dispensed,
+        }
+    }
+
+    #[test]
+    fn allocate_takes_what_is_left_line_by_line() {
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        let rx = vec![line(a, 3, 1), line(b, 2, 0), line(a, 4, 0)];
+        // 2 left on the first line of `a`, then 4 on the second.
+        let given = allocate(&rx, &[(a, 3), (b, 2), (a, 2)]).unwrap();
+        assert_eq!(given, vec![(rx[0].id, 2), (rx[1].id, 2), (rx[2].id, 3)]);
+    }
+
+    #[test]
+    fn allocate_names_the_first_line_not_covered() {
+        let (a, b, c) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let rx = vec![line(a, 3, 1), line(b, 2, 2)];
+        assert_eq!(
+            allocate(&rx, &[(a, 1), (a, 2)]),
+            Err(Uncovered {
+                line: 1,
+                on_prescription: true,
+                allowed: 1
+            })
+        );
+        assert_eq!(
+            allocate(&rx, &[(b, 1)]),
+            Err(Uncovered {
+                line: 0,
+                on_prescription: true,
+                allowed: 0
+            })
+        );
+        assert_eq!(
+            allocate(&rx, &[(a, 1), (c, 1)]),
+            Err(Uncovered {
+                line: 1,
+                on_prescription: false,
+                allowed: 0
+            })
+        );
+        assert_eq!(allocate(&rx, &[(a, 2)]), Ok(vec![(rx[0].id, 2)]));
+    }
 }

@@ -1,6 +1,9 @@
 //! `/prescriptions`: the branch's prescription book. A prescription starts
 //! `PENDING` and moves once, to `DISPENSED` (linking the sale that filled it)
-//! or `CANCELLED`; every other move is 409.
+//! or `CANCELLED`; every other move is 409. Sales against a prescription
+//! record what they gave out on its lines and move it to `DISPENSED`
+//! themselves once every line is filled; from the first unit given out it
+//! can no longer be cancelled or deleted (409).
 
 use actix_web::{web, HttpResponse};
 use rust_decimal::Decimal;
@@ -209,8 +212,26 @@ pub async fn get(
     Ok(HttpResponse::Ok().json(visible(&client, &caller, id).await?))
 }
 
-/// The 409 for a move the prescription's current status does not allow.
+/// Whether any unit was given out against the prescription.
+fn partly_dispensed(p: &Prescription) -> bool {
+    p.items.iter().any(|i| i.dispensed_quantity > 0)
+}
+
+/// Whether `mv` may start from the prescription as it is.
+fn allowed(p: &Prescription, mv: &Move) -> bool {
+    let stays_in_book = matches!(mv, Move::Cancel | Move::Delete) && partly_dispensed(p);
+    mv.allowed_from().contains(&p.status.as_str()) && !stays_in_book
+}
+
+/// The 409 for a move the prescription's current state does not allow.
 fn refused(p: &Prescription, mv: &Move) -> Error {
+    if matches!(mv, Move::Cancel | Move::Delete) && p.status == "PENDING" && partly_dispensed(p) {
+        return Error::conflict(format!(
+            "Medicines were already dispensed against prescription {}: it stays in the \
+             prescription book and cannot be cancelled or deleted.",
+            p.rx_number
+        ));
+    }
     match mv {
         Move::Delete => Error::conflict(format!(
             "Prescription {} was dispensed: it stays in the prescription book and cannot be deleted.",
@@ -261,7 +282,7 @@ async fn run_move(
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
     let current = visible(&tx, caller, id).await?;
-    if !mv.allowed_from().contains(&current.status.as_str()) {
+    if !allowed(&current, &mv) {
         return Err(refused(&current, &mv));
     }
     if let Move::Dispense { sale_id, .. } = mv {
@@ -314,7 +335,7 @@ pub async fn dispense(
     Ok(HttpResponse::Ok().json(p))
 }
 
-/// `PENDING` → `CANCELLED`.
+/// `PENDING` → `CANCELLED`, while nothing was dispensed against it (409 after).
 #[utoipa::path(post, path = "/api/v1/prescriptions/{id}/cancel", tag = "prescriptions", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Prescription), (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -330,7 +351,8 @@ pub async fn cancel(
     Ok(HttpResponse::Ok().json(p))
 }
 
-/// Soft-deletes a pending or cancelled prescription (409 once dispensed).
+/// Soft-deletes a pending or cancelled prescription (409 once anything was
+/// dispensed against it).
 #[utoipa::path(delete, path = "/api/v1/prescriptions/{id}", tag = "prescriptions", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 204), (status = 401, body = Problem, content_type = "application/problem+json"),

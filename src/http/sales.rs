@@ -49,7 +49,7 @@ pub async fn create(
 ) -> Result<HttpResponse> {
     caller.require(SELLERS)?;
     let branch_id = caller.branch_scope(body.branch_id)?;
-    let sale = body.validate(branch_id, caller.user_id)?;
+    let sale = body.validate(branch_id, caller.user_id, caller.role)?;
     let outcome = state.sales.sell(&state.actors, sale).await?;
     if outcome.replayed {
         return Ok(HttpResponse::Ok()

@@ -29,6 +29,9 @@ pub struct PrescriptionItem {
     #[schema(value_type = String)]
     pub medicine_id: Uuid,
     pub quantity: i32,
+    /// Units of this line the sales against the prescription gave out
+    /// (never above `quantity`).
+    pub dispensed_quantity: i32,
     pub dosage_instructions: String,
     pub medicine_name: String,
     /// Decimal string (`"1500.00"`).
@@ -125,6 +128,7 @@ impl PrescriptionItem {
             prescription_id: r.get("prescription_id"),
             medicine_id: r.get("medicine_id"),
             quantity: r.get("quantity"),
+            dispensed_quantity: r.get("dispensed_quantity"),
             dosage_instructions: r.get("dosage_instructions"),
             medicine_name: r.get("medicine_name"),
             selling_price: r.get("selling_price"),
@@ -166,6 +170,7 @@ async fn items_of<C: GenericClient + Sync>(
                 "prescription_id",
                 "medicine_id",
                 "quantity",
+                "dispensed_quantity",
                 "dosage_instructions",
             ]
             .map(|c| ("i", c)),
@@ -398,9 +403,11 @@ pub enum Move {
         sale_id: Uuid,
         by: Uuid,
     },
+    /// Only while nothing was dispensed against it.
     Cancel,
-    /// Soft delete. A dispensed prescription is part of the prescription
-    /// book (kept two years for inspection), so it cannot be deleted.
+    /// Soft delete. A prescription anything was dispensed against is part
+    /// of the prescription book (kept two years for inspection), so it
+    /// cannot be deleted.
     Delete,
 }
 
@@ -414,8 +421,10 @@ impl Move {
     }
 }
 
-/// Applies `mv` as one conditional update (live and in an allowed status),
-/// so of two concurrent moves only one applies; true when it applied.
+/// Applies `mv` as one conditional update (live, in an allowed status and,
+/// for a cancel or delete, nothing dispensed yet), so of two concurrent
+/// moves only one applies, and a sale that dispensed meanwhile (it updates
+/// the same row) stops a cancel or delete; true when it applied.
 pub async fn apply<C: GenericClient + Sync>(tx: &C, id: Uuid, mv: Move) -> Result<bool> {
     let now = Utc::now();
     let mut q = Query::update()
@@ -433,10 +442,12 @@ pub async fn apply<C: GenericClient + Sync>(tx: &C, id: Uuid, mv: Move) -> Resul
                 .value("dispensed_at", now);
         }
         Move::Cancel => {
-            q.value("status", "CANCELLED");
+            q.value("status", "CANCELLED")
+                .and_where(Expr::col("dispensed_units").eq(0));
         }
         Move::Delete => {
-            q.value("is_deleted", true);
+            q.value("is_deleted", true)
+                .and_where(Expr::col("dispensed_units").eq(0));
         }
     }
     Ok(db::execute(tx, &q).await? == 1)

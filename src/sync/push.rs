@@ -615,7 +615,7 @@ fn new_sale(pusher: &Pusher, cmid: &str, payload: &Json) -> Result<NewSale> {
     if request.branch_id.is_some_and(|b| b != pusher.branch_id) {
         return Err(Error::forbidden("A device sells only on its own branch."));
     }
-    let mut new_sale = request.validate(pusher.branch_id, pusher.user_id)?;
+    let mut new_sale = request.validate(pusher.branch_id, pusher.user_id, pusher.role)?;
     new_sale.device_id = Some(pusher.device_id);
     new_sale.client_mutation_id = Some(cmid.to_owned());
     new_sale.occurred_at = occurred_at(payload)?;

@@ -39,6 +39,7 @@ mod settings;
 // Front desk (issue 6 items 6-9).
 mod approvals;
 mod marketing;
+mod prescription_controls;
 mod prescriptions;
 mod will_call;
 // Dashboard and reports (issue 7).

@@ -300,7 +300,9 @@ async fn a_hundred_concurrent_sales_get_icv_one_to_a_hundred() {
     let direct = (0..50).map(|_| {
         let pool = shop.app.pool.clone();
         let request: actors::sales::SaleRequest = serde_json::from_value(one(&m, 1)).unwrap();
-        let sale = request.validate(shop.branch, user).unwrap();
+        let sale = request
+            .validate(shop.branch, user, actors::Role::Cashier)
+            .unwrap();
         async move {
             use actors::Command;
             let outcome = actors::sales::CreateSale(sale).run(pool).await;
@@ -436,6 +438,16 @@ async fn prescription_only_medicines_need_a_pending_prescription_of_the_branch()
                  VALUES ($1, $2, 'RX-1', 'CM900', 'UMDPC-77', 'PENDING'), ($3, $4, 'RX-2', '', '', 'PENDING'),
                         ($5, $2, 'RX-3', '', '', 'DISPENSED')",
                 &[&here, &shop.branch, &there, &other, &done],
+            )
+            .await
+            .unwrap();
+        // A sale against a prescription sells only what it lists.
+        let medicine: Uuid = m["id"].as_str().unwrap().parse().unwrap();
+        client
+            .execute(
+                "INSERT INTO prescription_items (id, prescription_id, medicine_id, quantity)
+                 VALUES ($1, $2, $3, 2)",
+                &[&Uuid::now_v7(), &here, &medicine],
             )
             .await
             .unwrap();

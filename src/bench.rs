@@ -14,7 +14,7 @@ use crate::app;
 use crate::auth::tokens::TokenKeys;
 use crate::config::Config;
 use crate::seed::demo_email;
-use crate::store::users;
+use crate::store::{auth_sessions, users};
 use actors::{db, Error, Result, Role};
 
 /// One timed route.
@@ -51,7 +51,15 @@ pub async fn bench_reports(
         let c = users::credentials(&client, &email).await?.ok_or_else(|| {
             Error::bad_request("No GEN01 branch: run `pharmacy seed-large` first.")
         })?;
-        let t = tokens.issue_access(c.user.id, Role::BranchManager, c.user.branch_id, c.org_id)?;
+        let session = auth_sessions::open(&client, c.user.id, c.token_version).await?;
+        let t = tokens.issue_access(
+            c.user.id,
+            Role::BranchManager,
+            c.user.branch_id,
+            c.org_id,
+            session,
+            c.token_version,
+        )?;
         (t, c.user.branch_id)
     };
     let size = data_size(&client).await?;
@@ -203,15 +211,25 @@ async fn get(port: u16, path: &str, token: &str) -> Result<usize> {
 
 /// An access token for the demo user of `role` at branch `code`.
 async fn token(
-    c: &deadpool_postgres::Object,
+    client: &deadpool_postgres::Object,
     tokens: &TokenKeys,
     role: Role,
     code: &str,
 ) -> Result<String> {
-    let c = users::credentials(c, &demo_email(role, code))
+    let c = users::credentials(client, &demo_email(role, code))
         .await?
         .ok_or_else(|| Error::bad_request("No demo chain: run `pharmacy seed-large` first."))?;
-    tokens.issue_access(c.user.id, role, c.user.branch_id, c.org_id)
+    // A session of its own, as a login would open, so the token passes the
+    // caller extractor's session and version check.
+    let session = auth_sessions::open(client, c.user.id, c.token_version).await?;
+    tokens.issue_access(
+        c.user.id,
+        role,
+        c.user.branch_id,
+        c.org_id,
+        session,
+        c.token_version,
+    )
 }
 
 async fn data_size(c: &deadpool_postgres::Object) -> Result<DataSize> {

@@ -8,20 +8,27 @@ use std::future::Future;
 use std::pin::Pin;
 
 use actix_web::{dev::Payload, http::header, web, FromRequest, HttpRequest};
-use sea_query::{Expr, ExprTrait, Query};
 use uuid::Uuid;
 
 use crate::state::AppState;
-use actors::{db, Error, Result, Role};
+use crate::store::auth_sessions;
+use actors::{Error, Result, Role};
 
-/// The authenticated caller. Extracting it checks the token and that the
-/// user is still active, so a deactivated user's token stops working at once.
+/// The authenticated caller. Extracting it checks the token, that the user
+/// is still active, that the token's `token_version` is the user's current
+/// one (a password, role or branch change, a deactivation or a refresh-token
+/// reuse ends every earlier token) and that its session was not logged out,
+/// all in one statement, so each of these stops a token at once.
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub user_id: Uuid,
     pub role: Role,
     pub branch_id: Uuid,
     pub org_id: Uuid,
+    /// The sign-in session (refresh-token family) of the token.
+    pub session_id: Uuid,
+    /// The user's token version the token carries (the current one).
+    pub token_version: i64,
 }
 
 impl Caller {
@@ -94,32 +101,47 @@ impl FromRequest for Caller {
         Box::pin(async move {
             let state = state.ok_or_else(|| Error::internal("application state missing"))?;
             let claims = state.tokens.verify_access(&token?)?;
-            let user_id = Uuid::parse_str(&claims.sub)
-                .map_err(|_| Error::Unauthorized("The access token is invalid.".to_owned()))?;
-            load_active(&state, user_id).await
+            let invalid = || Error::Unauthorized("The access token is invalid.".to_owned());
+            let user_id = Uuid::parse_str(&claims.sub).map_err(|_| invalid())?;
+            let session_id = Uuid::parse_str(&claims.sid).map_err(|_| invalid())?;
+            load_active(&state, user_id, session_id, claims.ver).await
         })
     }
 }
 
 /// Current role and branch come from the database, not the token, so role
-/// changes and deactivation take effect on the next request.
-async fn load_active(state: &AppState, user_id: Uuid) -> Result<Caller> {
+/// changes and deactivation take effect on the next request. One statement
+/// reads the user and the token's session.
+async fn load_active(
+    state: &AppState,
+    user_id: Uuid,
+    session_id: Uuid,
+    token_version: i64,
+) -> Result<Caller> {
     let client = state.pool.get().await?;
-    let q = Query::select()
-        .columns(["role", "branch_id", "org_id"])
-        .from("users")
-        .and_where(Expr::col("id").eq(user_id))
-        .and_where(Expr::col("is_active").eq(true))
-        .and_where(Expr::col("is_deleted").eq(false))
-        .to_owned();
-    let row = db::fetch_opt(&client, &q)
+    let row = auth_sessions::token_state(&client, user_id, session_id)
         .await?
+        .filter(|r| r.active)
         .ok_or_else(|| Error::Unauthorized("This account is no longer active.".to_owned()))?;
-    let role: String = row.get("role");
+    if row.token_version != token_version {
+        return Err(Error::Unauthorized(
+            "This sign-in has ended: the password, role or branch of the account changed, \
+             or its tokens were revoked. Sign in again."
+                .to_owned(),
+        ));
+    }
+    if !row.session_live {
+        return Err(Error::Unauthorized(
+            "This session has been signed out. Sign in again.".to_owned(),
+        ));
+    }
     Ok(Caller {
         user_id,
-        role: Role::parse(&role).ok_or_else(|| Error::internal(format!("unknown role {role}")))?,
-        branch_id: row.get("branch_id"),
-        org_id: row.get("org_id"),
+        role: Role::parse(&row.role)
+            .ok_or_else(|| Error::internal(format!("unknown role {}", row.role)))?,
+        branch_id: row.branch_id,
+        org_id: row.org_id,
+        session_id,
+        token_version,
     })
 }

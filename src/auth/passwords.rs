@@ -48,15 +48,52 @@ pub fn decoy_hash() -> &'static str {
     DECOY.get_or_init(|| hash("decoy-password-never-matches").unwrap_or_default())
 }
 
+/// The rules of a new password (at least 8 characters, at most 256 bytes);
+/// a 400 names `password`.
 pub fn validate_new(password: &str) -> Result<()> {
+    validate_new_as(password, "password")
+}
+
+/// The same rules, naming `field` on a 400 (`new_password` for a change).
+pub fn validate_new_as(password: &str, field: &str) -> Result<()> {
     if password.chars().count() < MIN_PASSWORD_LEN {
         return Err(Error::validation(
-            "password",
-            format!("The password must be at least {MIN_PASSWORD_LEN} characters long."),
+            field,
+            format!("`{field}` must be at least {MIN_PASSWORD_LEN} characters long."),
         ));
     }
     if password.len() > 256 {
-        return Err(Error::validation("password", "The password is too long."));
+        return Err(Error::validation(
+            field,
+            format!("`{field}` is too long (at most 256 bytes)."),
+        ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field_of(r: Result<()>) -> Option<String> {
+        match r {
+            Err(Error::Validation { field, .. }) => field,
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn new_passwords_need_eight_characters_and_name_the_field() {
+        assert!(validate_new_as("12345678", "new_password").is_ok());
+        assert!(validate_new_as("äöüßäöüß", "new_password").is_ok());
+        assert_eq!(
+            field_of(validate_new_as("1234567", "new_password")).as_deref(),
+            Some("new_password")
+        );
+        assert_eq!(field_of(validate_new("short")).as_deref(), Some("password"));
+        assert_eq!(
+            field_of(validate_new_as(&"x".repeat(257), "new_password")).as_deref(),
+            Some("new_password")
+        );
+    }
 }

@@ -25,6 +25,13 @@ pub struct Claims {
     pub aud: String,
     /// Always `access`: a refresh token is never a JWT, so it cannot pass here.
     pub typ: String,
+    /// The sign-in session (refresh-token family) the token was issued in:
+    /// logging out of it ends the token.
+    pub sid: String,
+    /// The user's `token_version` when the token was issued: a password,
+    /// role or branch change, a deactivation or a refresh-token reuse bumps
+    /// it and ends the token.
+    pub ver: i64,
 }
 
 pub struct TokenKeys {
@@ -63,6 +70,8 @@ impl TokenKeys {
         role: Role,
         branch_id: Uuid,
         org_id: Uuid,
+        session_id: Uuid,
+        token_version: i64,
     ) -> Result<String> {
         let now = Utc::now().timestamp();
         let claims = Claims {
@@ -77,6 +86,8 @@ impl TokenKeys {
             iss: self.issuer.clone(),
             aud: self.audience.clone(),
             typ: "access".to_owned(),
+            sid: session_id.to_string(),
+            ver: token_version,
         };
         encode(&Header::new(Algorithm::HS256), &claims, &self.encoding).map_err(Error::internal)
     }
@@ -118,4 +129,28 @@ pub fn new_refresh_token() -> (String, Vec<u8>) {
 
 pub fn refresh_digest(token: &str) -> Vec<u8> {
     Sha256::digest(token.as_bytes()).to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn access_tokens_carry_their_session_and_token_version() {
+        let keys = TokenKeys::new(&Config::defaults().auth);
+        let (user, branch, org, session) = (
+            Uuid::now_v7(),
+            Uuid::now_v7(),
+            Uuid::now_v7(),
+            Uuid::now_v7(),
+        );
+        let token = keys
+            .issue_access(user, Role::Cashier, branch, org, session, 7)
+            .expect("token");
+        let claims = keys.verify_access(&token).expect("valid");
+        assert_eq!(claims.sub, user.to_string());
+        assert_eq!(claims.sid, session.to_string());
+        assert_eq!(claims.ver, 7);
+    }
 }

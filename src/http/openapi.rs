@@ -14,7 +14,8 @@ use crate::http;
         description = "Multi-branch pharmacy back-office: stock, sales, customers, suppliers, sync for tills, reports and compliance. Errors are RFC 9457 problem details.",
     ),
     paths(
-        http::auth::login, http::auth::refresh, http::auth::me,
+        http::auth::login, http::auth::refresh, http::auth::me, http::auth::logout,
+        http::auth::change_password,
         http::branches::list, http::branches::get, http::branches::create,
         http::branches::update, http::branches::delete,
         http::users::list, http::users::get, http::users::create, http::users::update,

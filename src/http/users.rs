@@ -1,6 +1,7 @@
 //! `/users`: an admin manages users of any branch; a branch manager manages
-//! the non-admin users of its own branch. Deactivating a user ends its
-//! sessions at once (the caller extractor checks the user on every request).
+//! the non-admin users of its own branch. Deactivating a user, or changing
+//! its password, role or branch, ends every token it holds at once (the
+//! token version the caller extractor checks on every request).
 
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
@@ -306,7 +307,13 @@ pub async fn update(
         .await
         .map_err(duplicate_email)?
         .ok_or_else(|| Error::not_found("User not found"))?;
-    if body.password.is_some() || body.is_active == Some(false) {
+    // The same update bumped the user's token version (a trigger), which
+    // ends every token issued before it; the sessions are ended too.
+    let ends_tokens = body.password.is_some()
+        || (before.is_active && !user.is_active)
+        || user.role != before.role
+        || user.branch_id != before.branch_id;
+    if ends_tokens {
         users::revoke_refresh_tokens(&tx, id).await?;
     }
     let action = if user.role != before.role {

@@ -2,6 +2,7 @@
 
 pub mod approvals;
 pub mod audit;
+pub mod auth_sessions;
 pub mod books;
 pub mod branches;
 pub mod currency;

@@ -90,11 +90,13 @@ pub async fn get<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<User
     Ok(db::fetch_opt(c, &q).await?.map(|r| User::from_row(&r)))
 }
 
-/// What login needs: the user, its hash and organisation.
+/// What login needs: the user, its hash and organisation, and the token
+/// version read with the hash (tokens issued on this check carry it).
 pub struct Credentials {
     pub user: User,
     pub password_hash: String,
     pub org_id: Uuid,
+    pub token_version: i64,
 }
 
 pub async fn credentials<C: GenericClient + Sync>(
@@ -102,14 +104,64 @@ pub async fn credentials<C: GenericClient + Sync>(
     email: &str,
 ) -> Result<Option<Credentials>> {
     let q = select()
-        .columns(["password_hash", "org_id"])
+        .columns(["password_hash", "org_id", "token_version"])
         .and_where(Func::lower(Expr::col("email")).eq(email.to_lowercase()))
         .to_owned();
     Ok(db::fetch_opt(c, &q).await?.map(|r| Credentials {
         user: User::from_row(&r),
         password_hash: r.get("password_hash"),
         org_id: r.get("org_id"),
+        token_version: r.get("token_version"),
     }))
+}
+
+/// The credentials of a live user by id.
+pub async fn credentials_of<C: GenericClient + Sync>(
+    c: &C,
+    id: Uuid,
+) -> Result<Option<Credentials>> {
+    let q = select()
+        .columns(["password_hash", "org_id", "token_version"])
+        .and_where(Expr::col("id").eq(id))
+        .and_where(Expr::col("is_deleted").eq(false))
+        .to_owned();
+    Ok(db::fetch_opt(c, &q).await?.map(|r| Credentials {
+        user: User::from_row(&r),
+        password_hash: r.get("password_hash"),
+        org_id: r.get("org_id"),
+        token_version: r.get("token_version"),
+    }))
+}
+
+/// Sets a new password hash on an active user whose token version is still
+/// `expected_version` (a conditional update: a concurrent change that ended
+/// the caller's tokens first makes this a no-op, `None`). The trigger bumps
+/// the version; the new one is returned with the user. Run it in a
+/// transaction.
+pub async fn set_password<C: GenericClient + Sync>(
+    tx: &C,
+    id: Uuid,
+    password_hash: String,
+    expected_version: i64,
+) -> Result<Option<(User, i64)>> {
+    let rev = changes::allocate(tx).await?;
+    let q = Query::update()
+        .table("users")
+        .value("password_hash", password_hash)
+        .value("rev", rev)
+        .value("updated_at", Utc::now())
+        .and_where(Expr::col("id").eq(id))
+        .and_where(Expr::col("token_version").eq(expected_version))
+        .and_where(Expr::col("is_active").eq(true))
+        .and_where(Expr::col("is_deleted").eq(false))
+        .returning(Query::returning().columns(COLUMNS.iter().copied().chain(["token_version"])))
+        .to_owned();
+    let Some(row) = db::fetch_opt(tx, &q).await? else {
+        return Ok(None);
+    };
+    let user = User::from_row(&row);
+    emit(tx, rev, &user, Op::Update).await?;
+    Ok(Some((user, row.get("token_version"))))
 }
 
 pub async fn org_of<C: GenericClient + Sync>(c: &C, user_id: Uuid) -> Result<Option<Uuid>> {
@@ -275,14 +327,18 @@ async fn emit<C: GenericClient + Sync>(tx: &C, rev: i64, u: &User, op: Op) -> Re
     changes::append(tx, rev, change).await
 }
 
-/// Revokes every refresh token of the user (deactivation, password change).
+/// Ends every session and refresh token of the user (deactivation,
+/// password, role or branch change). The token-version bump of the same
+/// change already refuses them; this keeps the rows telling the truth.
 pub async fn revoke_refresh_tokens<C: GenericClient + Sync>(c: &C, user_id: Uuid) -> Result<()> {
-    let q = Query::update()
-        .table("refresh_tokens")
-        .value("revoked_at", Utc::now())
-        .and_where(Expr::col("user_id").eq(user_id))
-        .and_where(Expr::col("revoked_at").is_null())
-        .to_owned();
-    db::execute(c, &q).await?;
+    let now = Utc::now();
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"WITH s AS (UPDATE auth_sessions SET revoked_at = {now}
+                      WHERE user_id = {user_id} AND revoked_at IS NULL)
+           UPDATE refresh_tokens SET revoked_at = {now}
+           WHERE user_id = {user_id} AND revoked_at IS NULL"#
+    );
+    db::raw_all(c, &q.sql, q.values).await?;
     Ok(())
 }

@@ -51,12 +51,17 @@ fn forge(claims: Value, secret: &str) -> String {
     .unwrap()
 }
 
-fn claims_for(app: &TestApp, sub: &str, exp_offset: i64) -> Value {
+/// Claims for `sub` in the session and token version of the `genuine`
+/// token (a token outside a live session of the user is refused).
+fn claims_for(app: &TestApp, sub: &str, exp_offset: i64, genuine: &str) -> Value {
     let now = chrono::Utc::now().timestamp();
+    let payload: Value =
+        serde_json::from_slice(&base64_url_decode(genuine.split('.').nth(1).unwrap())).unwrap();
     json!({
         "sub": sub, "role": "admin", "branch_id": sub, "org_id": app.org_id.to_string(),
         "iat": now, "nbf": now, "exp": now + exp_offset, "jti": "x",
-        "iss": app.config.auth.issuer, "aud": app.config.auth.audience, "typ": "access"
+        "iss": app.config.auth.issuer, "aud": app.config.auth.audience, "typ": "access",
+        "sid": payload["sid"], "ver": payload["ver"]
     })
 }
 
@@ -108,34 +113,40 @@ async fn every_bad_token_is_401_with_detail() {
     let (status, body) = app
         .get(
             "/auth/me",
-            &forge(claims_for(&app, &sub, 600), "another-secret"),
+            &forge(claims_for(&app, &sub, 600, &token), "another-secret"),
         )
         .await;
     assert_problem(status, &body, StatusCode::UNAUTHORIZED);
 
     // alg: none.
     let header = base64_url_encode(br#"{"alg":"none","typ":"JWT"}"#);
-    let body_part = base64_url_encode(claims_for(&app, &sub, 600).to_string().as_bytes());
+    let body_part = base64_url_encode(claims_for(&app, &sub, 600, &token).to_string().as_bytes());
     let (status, body) = app.get("/auth/me", &format!("{header}.{body_part}.")).await;
     assert_problem(status, &body, StatusCode::UNAUTHORIZED);
 
     // Expired (beyond the leeway).
     let (status, body) = app
-        .get("/auth/me", &forge(claims_for(&app, &sub, -3600), &secret))
+        .get(
+            "/auth/me",
+            &forge(claims_for(&app, &sub, -3600, &token), &secret),
+        )
         .await;
     assert_problem(status, &body, StatusCode::UNAUTHORIZED);
 
     // Wrong audience.
-    let mut other_aud = claims_for(&app, &sub, 600);
+    let mut other_aud = claims_for(&app, &sub, 600, &token);
     other_aud["aud"] = json!("someone-else");
     let (status, body) = app.get("/auth/me", &forge(other_aud, &secret)).await;
     assert_problem(status, &body, StatusCode::UNAUTHORIZED);
 
     // A correctly signed token for the same user still works (control).
     assert_eq!(
-        app.get("/auth/me", &forge(claims_for(&app, &sub, 600), &secret))
-            .await
-            .0,
+        app.get(
+            "/auth/me",
+            &forge(claims_for(&app, &sub, 600, &token), &secret)
+        )
+        .await
+        .0,
         StatusCode::OK
     );
 }

@@ -1075,6 +1075,16 @@ fn role_rules() -> Vec<Rule> {
         rule(M::GET, "/reports/inventory", none(), REPORTS),
         rule(M::GET, "/reports/purchases", none(), REPORTS),
         rule(M::GET, "/reports/vat", none(), REPORTS),
+        // Every signed-in user changes its own password (a wrong current
+        // one here: 400, nothing changes).
+        rule(
+            M::POST,
+            "/auth/password",
+            b(json!({"current_password": "not-the-password", "new_password": "long-enough-2"})),
+            ALL,
+        ),
+        // Last: logging out ends the caller's token for every later rule.
+        rule(M::POST, "/auth/logout", none(), ALL),
     ]
 }
 

@@ -50,3 +50,4 @@ mod fuzz_bodies;
 mod isolation;
 mod limits;
 mod token_attacks;
+mod token_lifetime;

@@ -25,14 +25,18 @@ fn unb64(s: &str) -> Vec<u8> {
     URL_SAFE_NO_PAD.decode(s).unwrap()
 }
 
-/// Genuine-looking claims for `user` (what the server itself would issue).
-fn claims(app: &TestApp, user: Uuid, branch: Uuid) -> Value {
+/// Genuine-looking claims for `user` (what the server itself would issue),
+/// in the session and token version of the `genuine` token.
+fn claims(app: &TestApp, user: Uuid, branch: Uuid, genuine: &str) -> Value {
     let now = chrono::Utc::now().timestamp();
+    let payload: Value =
+        serde_json::from_slice(&unb64(genuine.split('.').nth(1).unwrap())).unwrap();
     json!({
         "sub": user.to_string(), "role": "admin", "branch_id": branch.to_string(),
         "org_id": app.org_id.to_string(), "iat": now, "nbf": now, "exp": now + 600,
         "jti": Uuid::now_v7().to_string(), "iss": app.config.auth.issuer,
         "aud": app.config.auth.audience, "typ": "access",
+        "sid": payload["sid"], "ver": payload["ver"],
     })
 }
 
@@ -95,7 +99,11 @@ async fn signed_admin() -> Signed {
     // Control: the genuine token and a token forged with the real secret and
     // genuine claims both work, so every 401 below is the attack's doing.
     assert_eq!(app.get("/auth/me", &token).await.0, StatusCode::OK);
-    let genuine = sign_hs(Algorithm::HS256, &claims(&app, user.id, branch), &secret);
+    let genuine = sign_hs(
+        Algorithm::HS256,
+        &claims(&app, user.id, branch, &token),
+        &secret,
+    );
     assert_eq!(app.get("/auth/me", &genuine).await.0, StatusCode::OK);
     Signed {
         app,
@@ -109,7 +117,7 @@ async fn signed_admin() -> Signed {
 #[tokio::test]
 async fn alg_none_in_every_spelling_is_401() {
     let s = signed_admin().await;
-    let c = claims(&s.app, s.user, s.branch);
+    let c = claims(&s.app, s.user, s.branch, &s.token);
     for alg in ["none", "None", "NONE", "nOnE"] {
         let header = json!({"alg": alg, "typ": "JWT"});
         let unsigned = format!(
@@ -127,7 +135,7 @@ async fn alg_none_in_every_spelling_is_401() {
 #[tokio::test]
 async fn hs_rs_confusion_and_other_algorithms_are_401() {
     let s = signed_admin().await;
-    let c = claims(&s.app, s.user, s.branch);
+    let c = claims(&s.app, s.user, s.branch, &s.token);
     // A genuinely RS256-signed token.
     let rsa = EncodingKey::from_rsa_pem(TEST_ONLY_RSA_KEY.as_bytes()).unwrap();
     let rs256 = encode(&Header::new(Algorithm::RS256), &c, &rsa).unwrap();
@@ -186,7 +194,7 @@ async fn tampered_payload_and_wrong_signature_are_401() {
     )
     .await;
     // Signed with another secret, or an empty one.
-    let c = claims(&s.app, s.user, s.branch);
+    let c = claims(&s.app, s.user, s.branch, &s.token);
     for secret in ["another-secret", ""] {
         expect_401(
             &s.app,
@@ -208,18 +216,18 @@ async fn expired_not_yet_valid_and_missing_time_claims_are_401() {
     let now = chrono::Utc::now().timestamp();
     let mut cases = Vec::new();
     // Expired beyond the leeway.
-    let mut c = claims(&s.app, s.user, s.branch);
+    let mut c = claims(&s.app, s.user, s.branch, &s.token);
     c["iat"] = json!(now - 7200);
     c["nbf"] = json!(now - 7200);
     c["exp"] = json!(now - leeway - 5);
     cases.push(("expired", c));
     // Not yet valid beyond the leeway.
-    let mut c = claims(&s.app, s.user, s.branch);
+    let mut c = claims(&s.app, s.user, s.branch, &s.token);
     c["nbf"] = json!(now + leeway + 120);
     cases.push(("nbf in the future", c));
     // Each required time claim missing.
     for missing in ["exp", "nbf", "iat"] {
-        let mut c = claims(&s.app, s.user, s.branch);
+        let mut c = claims(&s.app, s.user, s.branch, &s.token);
         c.as_object_mut().unwrap().remove(missing);
         cases.push((missing, c));
     }
@@ -232,7 +240,7 @@ async fn expired_not_yet_valid_and_missing_time_claims_are_401() {
         .await;
     }
     // Within the leeway both still pass: the leeway is explicit, not zero.
-    let mut c = claims(&s.app, s.user, s.branch);
+    let mut c = claims(&s.app, s.user, s.branch, &s.token);
     c["exp"] = json!(now - leeway / 2);
     let (status, body) = s
         .app
@@ -254,12 +262,12 @@ async fn wrong_issuer_audience_type_and_subject_are_401() {
         ("sub", json!("not-a-uuid")),
         ("sub", json!(Uuid::now_v7().to_string())),
     ] {
-        let mut c = claims(&s.app, s.user, s.branch);
+        let mut c = claims(&s.app, s.user, s.branch, &s.token);
         c[key] = value.clone();
         cases.push((format!("{key} = {value}"), c));
     }
     for key in ["iss", "aud", "sub", "typ"] {
-        let mut c = claims(&s.app, s.user, s.branch);
+        let mut c = claims(&s.app, s.user, s.branch, &s.token);
         c.as_object_mut().unwrap().remove(key);
         cases.push((format!("{key} missing"), c));
     }
@@ -337,8 +345,12 @@ async fn refresh(app: &TestApp, token: &str) -> (StatusCode, Value) {
     .await
 }
 
+/// A reused refresh token means it leaked: the replay is refused and every
+/// session of the user ends (its other tills too), refresh and access
+/// tokens alike (issue 15, finding 3; this test asserted "its family only"
+/// before that rule).
 #[tokio::test]
-async fn a_reused_refresh_token_is_401_and_ends_its_family_only() {
+async fn a_reused_refresh_token_is_401_and_ends_every_session_of_its_user() {
     let app = TestApp::spawn().await;
     let branch = app.branch("B1").await;
     let user = app.user(branch, Role::Cashier).await;
@@ -347,6 +359,7 @@ async fn a_reused_refresh_token_is_401_and_ends_its_family_only() {
     let (_, b) = app.login(&user.email, PASSWORD).await;
     let a1 = a["refresh_token"].as_str().unwrap().to_owned();
     let b1 = b["refresh_token"].as_str().unwrap().to_owned();
+    let b_access = b["access_token"].as_str().unwrap().to_owned();
 
     let (status, pair) = refresh(&app, &a1).await;
     assert_eq!(status, StatusCode::OK, "{pair}");
@@ -354,6 +367,7 @@ async fn a_reused_refresh_token_is_401_and_ends_its_family_only() {
     let (status, pair) = refresh(&app, &a2).await;
     assert_eq!(status, StatusCode::OK, "{pair}");
     let a3 = pair["refresh_token"].as_str().unwrap().to_owned();
+    let a3_access = pair["access_token"].as_str().unwrap().to_owned();
 
     // An attacker replays the stolen, already rotated a1.
     let (status, body) = refresh(&app, &a1).await;
@@ -370,10 +384,14 @@ async fn a_reused_refresh_token_is_401_and_ends_its_family_only() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(live, 1, "only the other family's token is left");
-    // The other family is untouched.
+    assert_eq!(live, 0, "no refresh token of the user is left");
+    // The other family ends too, and every access token with it.
     let (status, body) = refresh(&app, &b1).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_problem(status, &body, StatusCode::UNAUTHORIZED);
+    expect_401(&app, &a3_access, "access token of the reused family").await;
+    expect_401(&app, &b_access, "access token of another session").await;
+    // Signing in again works.
+    assert_eq!(app.login(&user.email, PASSWORD).await.0, StatusCode::OK);
     // Unknown, empty and malformed refresh tokens are 401 or 400, never 500.
     for junk in [json!("0".repeat(64)), json!("")] {
         let (status, body) = app

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::changes::{self, Change, Op};
 use crate::db::{self, Stmt};
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::wire;
 
 /// The snapshot Customer shape (numbers, 0/1 flags), plus `rev`.
@@ -235,12 +235,14 @@ async fn refusal<C: GenericClient + Sync>(tx: &C, customer_id: Uuid, amount: Dec
         Err(e) => return e,
     };
     if !customer.is_credit_allowed {
-        return Error::validation(
+        return Error::rule(
+            Code::CreditLimitExceeded,
             "customer_id",
             format!("{} is not allowed to buy on credit.", customer.name),
         );
     }
-    Error::validation(
+    Error::rule(
+        Code::CreditLimitExceeded,
         "payment_method",
         format!(
             "This credit sale of {} would take {}'s balance of {} past the credit limit of {}.",
@@ -551,7 +553,8 @@ async fn pay_at<C: GenericClient + Sync>(
         let customer = get(tx, p.customer_id)
             .await?
             .ok_or_else(|| Error::not_found("Customer not found"))?;
-        return Err(Error::validation(
+        return Err(Error::rule(
+                Code::AmountExceedsBalance,
                 "amount",
                 format!(
                     "A payment must be more than 0 and at most the balance: {} was offered against a balance of {}.",

@@ -33,7 +33,7 @@ use crate::changes::{self, Change, Op};
 use crate::coupons::{self, Coupon};
 use crate::customers;
 use crate::db::{self, Pool, Stmt};
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::input;
 use crate::role::Role;
 use crate::runtime::Command;
@@ -605,7 +605,8 @@ impl Dispense {
                 .map(|p| p.name.as_str())
                 .unwrap_or_default();
             if u.on_prescription {
-                Error::validation(
+                Error::rule(
+                    Code::PrescriptionExceeded,
                     format!("items[{}].quantity", u.line),
                     format!(
                         "Prescription {} allows {} more of {}; {} requested.",
@@ -613,7 +614,8 @@ impl Dispense {
                     ),
                 )
             } else {
-                Error::validation(
+                Error::rule(
+                    Code::PrescriptionRequired,
                     format!("items[{}].medicine_id", u.line),
                     format!(
                         "{} is not on prescription {}: 0 may be sold against it.",
@@ -883,7 +885,8 @@ async fn prepare<'a, C: GenericClient + Sync>(tx: &C, sale: &'a NewSale) -> Resu
             Some(Dispense::check(rx, sale, &catalogue)?)
         }
         (None, Some(why)) => {
-            return Err(Error::validation(
+            return Err(Error::rule(
+                Code::PrescriptionRequired,
                 "prescription_id",
                 format!(
                     "{why}: give the `prescription_id` of a pending prescription that lists it."
@@ -913,7 +916,8 @@ async fn prepare<'a, C: GenericClient + Sync>(tx: &C, sale: &'a NewSale) -> Resu
         }
         let available = stock::available(&lots, line.medicine_id);
         let picks = stock::pick(&mut lots, line.medicine_id, line.quantity).ok_or_else(|| {
-            Error::validation(
+            Error::rule(
+                Code::InsufficientStock,
                 format!("items[{i}].quantity"),
                 format!(
                     "Not enough sellable stock of {}: {} requested, {} available.",
@@ -1059,7 +1063,9 @@ async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Result<Sale> 
         .try_into()
         .map_err(|_| Error::internal("the sale's pipeline answered short"))?;
     if taken.len() != takes.len() {
-        return Err(Error::bad_request(
+        return Err(Error::rule(
+            Code::InsufficientStock,
+            "items",
             "Not enough stock left in the batch for this change.",
         ));
     }

@@ -116,8 +116,9 @@ pub async fn quarantine(
         .map(|r| Batch::from_row(&r))
         .ok_or_else(not_found)?;
     stock::emit(&tx, rev, &batch, Op::Update).await?;
-    audit::write(
+    audit::write_for(
         &tx,
+        Some(batch.branch_id),
         audit::Entry {
             actor_id: Some(caller.user_id),
             action: "batch.regulator_status",

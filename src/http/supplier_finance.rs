@@ -76,7 +76,8 @@ pub async fn quarantine(
 ) -> Result<HttpResponse> {
     caller.require(STOCK_ROLES)?;
     let id = path_id(&id, "Batch")?;
-    let status = body.status.trim().to_lowercase();
+    // Exactly one of the spec's values: no case folding, no trimming.
+    let status = body.status;
     if !REGULATOR_STATUSES.contains(&status.as_str()) {
         return Err(Error::validation(
             "status",

@@ -149,8 +149,9 @@ async fn decide(state: &AppState, caller: &Caller, raw_id: &str, status: &str) -
     let after = approvals::decide(&tx, id, status, caller.user_id)
         .await?
         .ok_or_else(conflict)?;
-    audit::write(
+    audit::write_for(
         &tx,
+        Some(before.branch_id),
         audit::Entry {
             actor_id: Some(caller.user_id),
             action: if status == "approved" {

@@ -13,8 +13,9 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::Caller;
+use crate::http::csv_export;
 use crate::http::extract::{PageParams, Paged, Query};
-use crate::http::window::DateWindow;
+use crate::http::window::{DateWindow, MAX_WINDOW_DAYS};
 use crate::state::AppState;
 use crate::store::books::{self, ClassifiedBookRow, FiscalPayload, PrescriptionBookRow, Scope};
 use crate::store::devices::{self, RegisterRow};
@@ -89,7 +90,9 @@ pub struct BookQuery {
     /// Last day (`YYYY-MM-DD`), inclusive.
     #[param(schema_with = crate::http::window::day_or_blank)]
     pub to_date: Option<String>,
-    /// `csv` exports every row of the window as CSV (as does `Accept: text/csv`).
+    /// `csv` exports every row of the window as CSV (as does `Accept: text/csv`);
+    /// an export's window is at most 366 days (`to_date` default today,
+    /// `from_date` default 365 days before it).
     #[param(value_type = Option<String>, pattern = "^\\s*(json|csv)?\\s*$")]
     pub format: Option<String>,
 }
@@ -131,7 +134,14 @@ async fn scope(
         }
     };
     let client = state.pool.get().await?;
-    let bounds = window.bounds(&client).await?;
+    // A page is bounded by its size; an export is every row of the window,
+    // so its window is closed and at most `MAX_WINDOW_DAYS` long.
+    let bounds = if csv {
+        let w = window.or_last_days(&client, MAX_WINDOW_DAYS).await?;
+        (Some(w.start), Some(w.end))
+    } else {
+        window.bounds(&client).await?
+    };
     Ok((Scope { branch_id, bounds }, csv))
 }
 
@@ -143,25 +153,10 @@ fn wants_csv(req: &HttpRequest) -> bool {
 }
 
 /// Rows as a CSV download: a header row from the field names (also when
-/// there are no rows), one line each.
+/// there are no rows), one line each, formulas neutralised
+/// (`csv_export::to_csv`).
 fn csv_response<T: Serialize + Default>(name: &str, rows: &[T]) -> Result<HttpResponse> {
-    let body = if rows.is_empty() {
-        // The header row of a default row, without the row itself.
-        let mut one = csv::Writer::from_writer(Vec::new());
-        one.serialize(T::default()).map_err(Error::internal)?;
-        let text = one.into_inner().map_err(Error::internal)?;
-        let header_end = text
-            .iter()
-            .position(|b| *b == b'\n')
-            .map_or(text.len(), |i| i + 1);
-        text[..header_end].to_vec()
-    } else {
-        let mut out = csv::Writer::from_writer(Vec::new());
-        for row in rows {
-            out.serialize(row).map_err(Error::internal)?;
-        }
-        out.into_inner().map_err(Error::internal)?
-    };
+    let body = csv_export::to_csv(rows)?;
     Ok(HttpResponse::Ok()
         .content_type("text/csv; charset=utf-8")
         .insert_header((

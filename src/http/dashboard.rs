@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::auth::Caller;
 use crate::http::extract::Query;
-use crate::http::window::DateWindow;
+use crate::http::window::{day_of, DateWindow, Day};
 use crate::state::AppState;
 use crate::store::dashboard::{self, BranchRevenue, Summary, SPARKLINE_DAYS};
 use crate::store::reports::DEFAULT_WINDOW_DAYS;
@@ -59,10 +59,10 @@ pub struct ComparisonQuery {
     /// First day (`YYYY-MM-DD`, organisation time zone), inclusive; default
     /// 29 days before `to_date`.
     #[param(value_type = Option<String>, format = Date)]
-    pub from_date: Option<NaiveDate>,
-    /// Last day, inclusive; default today.
+    pub from_date: Option<Day>,
+    /// Last day, inclusive; default today. At most 366 days after `from_date`.
     #[param(value_type = Option<String>, format = Date)]
-    pub to_date: Option<NaiveDate>,
+    pub to_date: Option<Day>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -75,14 +75,17 @@ pub struct BranchComparison {
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub total_revenue: Decimal,
-    /// Every active branch, revenue descending (ties by name).
+    /// Admins: every active branch, revenue descending (ties by name).
+    /// Anyone else: its own branch only, its share of its own total.
     pub items: Vec<BranchRevenue>,
     /// Rows returned.
     pub total: i64,
 }
 
 /// Every active branch ranked by revenue over the window (default the last
-/// 30 days), with its share of the total.
+/// 30 days), with its share of the total. A non-admin sees only its own
+/// branch: the totals are its own and `share_pct` is of its own revenue
+/// (100, or 0 without sales), so no other branch's figure can be derived.
 #[utoipa::path(get, path = "/api/v1/dashboard/branch-comparison", tag = "dashboard", security(("bearer" = [])),
     params(ComparisonQuery),
     responses((status = 200, body = BranchComparison),
@@ -90,14 +93,14 @@ pub struct BranchComparison {
         (status = 401, body = Problem, content_type = "application/problem+json")))]
 pub async fn branch_comparison(
     state: web::Data<AppState>,
-    _caller: Caller,
+    caller: Caller,
     Query(q): Query<ComparisonQuery>,
 ) -> Result<HttpResponse> {
+    let branch = caller.branch_filter(None)?;
+    let window = DateWindow::optional(day_of(q.from_date), day_of(q.to_date))?;
     let client = state.pool.get().await?;
-    let window = DateWindow::optional(q.from_date, q.to_date)?
-        .or_last_days(&client, DEFAULT_WINDOW_DAYS)
-        .await?;
-    let items = dashboard::branch_comparison(&client, &window).await?;
+    let window = window.or_last_days(&client, DEFAULT_WINDOW_DAYS).await?;
+    let items = dashboard::branch_comparison(&client, &window, branch).await?;
     Ok(HttpResponse::Ok().json(BranchComparison {
         from_date: window.from,
         to_date: window.to,

@@ -102,8 +102,9 @@ async fn audit(
     after: &Device,
 ) -> Result<()> {
     let json = |d: &Device| serde_json::to_value(d).map_err(Error::internal);
-    audit::write(
+    audit::write_for(
         tx,
+        Some(after.branch_id),
         audit::Entry {
             actor_id: Some(caller.user_id),
             action,

@@ -4,6 +4,7 @@ pub mod auth;
 pub mod branches;
 pub mod compliance;
 pub mod coupons;
+pub mod csv_export;
 pub mod customers;
 pub mod devices;
 pub mod docs;

@@ -1,17 +1,17 @@
 //! `/reports`: sales, sales by pharmacist, inventory, purchases and VAT.
 //! Roles admin, branch_manager and auditor. Windows are `from_date` ..=
 //! `to_date` (`YYYY-MM-DD`, organisation time zone), by default the last 30
-//! days up to today. A branch manager sees its own branch only; admins and
-//! auditors see every branch, or the one `branch_id` names.
+//! days up to today, at most 366 days. Admins see every branch, or the one
+//! `branch_id` names; everyone else (branch managers and auditors) its own
+//! branch only, and naming another is 403.
 
 use actix_web::{web, HttpResponse};
-use chrono::NaiveDate;
 use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::auth::Caller;
 use crate::http::extract::Query;
-use crate::http::window::{DateWindow, ReportWindow};
+use crate::http::window::{day_of, DateWindow, Day, ReportWindow};
 use crate::state::AppState;
 use crate::store::reports::{
     self, InventoryReport, PharmacistReport, PurchasesReport, SalesReport, Scope, VatReport,
@@ -36,12 +36,12 @@ pub struct WindowQuery {
     /// First day (`YYYY-MM-DD`, organisation time zone), inclusive; default
     /// 29 days before `to_date`.
     #[param(value_type = Option<String>, format = Date)]
-    pub from_date: Option<NaiveDate>,
-    /// Last day, inclusive; default today.
+    pub from_date: Option<Day>,
+    /// Last day, inclusive; default today. At most 366 days after `from_date`.
     #[param(value_type = Option<String>, format = Date)]
-    pub to_date: Option<NaiveDate>,
-    /// One branch (default: every branch for admins and auditors, the
-    /// caller's own for a branch manager, who gets 403 naming another).
+    pub to_date: Option<Day>,
+    /// One branch (default: every branch for admins, the caller's own for
+    /// anyone else, who gets 403 naming another).
     pub branch_id: Option<Uuid>,
 }
 
@@ -52,13 +52,10 @@ pub struct BranchQuery {
     pub branch_id: Option<Uuid>,
 }
 
-/// The branch a report covers. Auditors read the whole chain like admins;
-/// a branch manager is held to its own branch.
+/// The branch a report covers: an admin's choice (`None`: the chain);
+/// anyone else, auditors included, is held to its own branch.
 fn report_branch(caller: &Caller, requested: Option<Uuid>) -> Result<Option<Uuid>> {
     caller.require(REPORT_ROLES)?;
-    if caller.role == Role::Auditor {
-        return Ok(requested);
-    }
     caller.branch_filter(requested)
 }
 
@@ -69,7 +66,7 @@ where
     F: AsyncFnOnce(&deadpool_postgres::Object, &Scope<'_>) -> Result<T>,
 {
     let branch = report_branch(caller, q.branch_id)?;
-    let window = DateWindow::optional(q.from_date, q.to_date)?;
+    let window = DateWindow::optional(day_of(q.from_date), day_of(q.to_date))?;
     let client = state.pool.get().await?;
     let window: ReportWindow = window.or_last_days(&client, DEFAULT_WINDOW_DAYS).await?;
     run(

@@ -1,6 +1,8 @@
 //! `/sessions`: cash sessions. Opening goes through the branch actor; the
 //! database's partial unique index keeps one open session per branch even
-//! with several server processes.
+//! with several server processes. Opening and closing need a selling role
+//! (admin, branch manager, pharmacist, cashier); anyone signed in may read
+//! the branch's open session.
 
 use actix_web::{web, HttpResponse};
 use rust_decimal::Decimal;
@@ -10,6 +12,7 @@ use uuid::Uuid;
 
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, Query};
+use crate::http::sales::SELLERS;
 use crate::state::AppState;
 use actors::error::Problem;
 use actors::sessions::{self, CashSession, CloseSession, OpenSession};
@@ -50,6 +53,7 @@ pub async fn open(
     caller: Caller,
     Json(body): Json<OpenRequest>,
 ) -> Result<HttpResponse> {
+    caller.require(SELLERS)?;
     let branch_id = caller.branch_scope(body.branch_id)?;
     let opening_float =
         actors::input::amount("opening_float", body.opening_float.unwrap_or_default())?;
@@ -104,6 +108,7 @@ pub struct CloseRequest {
     params(("id" = String, Path)), request_body = CloseRequest,
     responses((status = 200, body = CashSession), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
@@ -113,6 +118,7 @@ pub async fn close(
     id: web::Path<String>,
     Json(body): Json<CloseRequest>,
 ) -> Result<HttpResponse> {
+    caller.require(SELLERS)?;
     let id = path_id(&id, "Cash session")?;
     let counted_cash = actors::input::amount("counted_cash", body.counted_cash)?;
     let session = {

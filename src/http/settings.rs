@@ -371,8 +371,10 @@ pub async fn update(
     let tx = client.transaction().await?;
     let before = settings::lock(&tx, caller.org_id).await?;
     let after = settings::update(&tx, caller.org_id, fields, caller.user_id).await?;
-    audit::write(
+    // Organisation-wide: every auditor reads it.
+    audit::write_for(
         &tx,
+        None,
         audit::Entry {
             actor_id: Some(caller.user_id),
             action: "settings.update",

@@ -76,7 +76,8 @@ pub async fn quarantine(
 ) -> Result<HttpResponse> {
     caller.require(STOCK_ROLES)?;
     let id = path_id(&id, "Batch")?;
-    let status = body.status.trim().to_lowercase();
+    // Exactly one of the spec's values: no case folding, no trimming.
+    let status = body.status;
     if !REGULATOR_STATUSES.contains(&status.as_str()) {
         return Err(Error::validation(
             "status",
@@ -116,8 +117,9 @@ pub async fn quarantine(
         .map(|r| Batch::from_row(&r))
         .ok_or_else(not_found)?;
     stock::emit(&tx, rev, &batch, Op::Update).await?;
-    audit::write(
+    audit::write_for(
         &tx,
+        Some(batch.branch_id),
         audit::Entry {
             actor_id: Some(caller.user_id),
             action: "batch.regulator_status",

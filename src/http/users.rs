@@ -129,17 +129,15 @@ async fn audit_user(
     before: Option<&User>,
     after: Option<&User>,
 ) -> Result<()> {
-    let subject = after
-        .or(before)
-        .map(|u| u.id.to_string())
-        .unwrap_or_default();
-    audit::write(
+    let subject = after.or(before);
+    audit::write_for(
         tx,
+        subject.map(|u| u.branch_id),
         audit::Entry {
             actor_id: Some(caller.user_id),
             action,
             entity_type: "user",
-            entity_id: subject,
+            entity_id: subject.map(|u| u.id.to_string()).unwrap_or_default(),
             before: before.and_then(|u| serde_json::to_value(u).ok()),
             after: after.and_then(|u| serde_json::to_value(u).ok()),
         },

@@ -1,10 +1,55 @@
 //! Day windows in query strings (`from_date`, `to_date`, `YYYY-MM-DD`),
 //! turned into instants by the organisation's time zone.
+//!
+//! A day is exactly `YYYY-MM-DD` (four, two and two digits: `2024-1-5` is
+//! refused). A closed window (`or_last_days`: reports, the branch
+//! comparison, CSV exports) spans at most [`MAX_WINDOW_DAYS`] days; lists
+//! that page their answers keep open windows.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use deadpool_postgres::GenericClient;
+use serde::{Deserialize, Deserializer};
 
 use actors::{db, Error, Result};
+
+/// The longest closed window, in days (both ends inclusive): a leap year.
+pub const MAX_WINDOW_DAYS: i64 = 366;
+
+/// A day in a query string, exactly `YYYY-MM-DD`; anything else is a 400
+/// naming the parameter (through the query extractor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Day(pub NaiveDate);
+
+impl<'de> Deserialize<'de> for Day {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let raw = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        strict_day(&raw)
+            .map(Day)
+            .ok_or_else(|| serde::de::Error::custom(format!("`{raw}` is not a date as YYYY-MM-DD")))
+    }
+}
+
+/// The day an optional query value names.
+pub fn day_of(d: Option<Day>) -> Option<NaiveDate> {
+    d.map(|d| d.0)
+}
+
+/// Exactly four digits, `-`, two digits, `-`, two digits, and a real date.
+pub fn strict_day(v: &str) -> Option<NaiveDate> {
+    let b = v.as_bytes();
+    let shape = b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| {
+            if i == 4 || i == 7 {
+                *c == b'-'
+            } else {
+                c.is_ascii_digit()
+            }
+        });
+    if !shape {
+        return None;
+    }
+    NaiveDate::parse_from_str(v, "%Y-%m-%d").ok()
+}
 
 /// Inclusive first and last day; either may be open.
 #[derive(Debug, Clone, Copy)]
@@ -93,6 +138,16 @@ impl DateWindow {
                 "`from_date` must not be after `to_date`.",
             ));
         }
+        let span = (window.to - window.from).num_days() + 1;
+        if span > MAX_WINDOW_DAYS {
+            return Err(Error::validation(
+                "from_date",
+                format!(
+                    "The window from `from_date` to `to_date` spans {span} days; \
+                     at most {MAX_WINDOW_DAYS} are allowed."
+                ),
+            ));
+        }
         Ok(window)
     }
 }
@@ -109,9 +164,9 @@ fn day(field: &str, value: Option<&str>) -> Result<Option<NaiveDate>> {
     let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
-    match NaiveDate::parse_from_str(v, "%Y-%m-%d") {
-        Ok(d) if v.len() == 10 => Ok(Some(d)),
-        _ => Err(Error::validation(
+    match strict_day(v) {
+        Some(d) => Ok(Some(d)),
+        None => Err(Error::validation(
             field,
             format!("`{field}` must be a date as YYYY-MM-DD."),
         )),
@@ -134,4 +189,47 @@ pub fn day_or_blank() -> utoipa::openapi::schema::Schema {
                 .pattern(Some("^\\s*$")),
         )
         .into()
+}
+
+#[cfg(test)]
+// Tests fail loudly by design.
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_day_is_exactly_four_two_two_digits() {
+        let d = NaiveDate::from_ymd_opt(2024, 1, 5);
+        assert_eq!(strict_day("2024-01-05"), d);
+        for bad in [
+            "2024-1-5",
+            "2024-1-05",
+            "2024-01-5",
+            "+2024-01-5",
+            "02024-01-05",
+            "2024/01/05",
+            "2024-13-01",
+            "2024-02-30",
+            " 2024-01-05",
+            "2024-01-05 ",
+            "",
+            "２０２４-01-05",
+        ] {
+            assert_eq!(strict_day(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn day_deserialises_strictly() {
+        #[derive(Deserialize)]
+        struct Q {
+            from_date: Option<Day>,
+        }
+        let ok: Q = serde_urlencoded::from_str("from_date=2024-02-29").unwrap();
+        assert_eq!(day_of(ok.from_date), NaiveDate::from_ymd_opt(2024, 2, 29));
+        assert!(serde_urlencoded::from_str::<Q>("from_date=2024-1-5").is_err());
+        assert!(serde_urlencoded::from_str::<Q>("from_date=").is_err());
+        let none: Q = serde_urlencoded::from_str("").unwrap();
+        assert_eq!(none.from_date, None);
+    }
 }

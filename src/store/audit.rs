@@ -1,7 +1,7 @@
 //! The audit log: who changed what, when, with the before and after values.
 
 use deadpool_postgres::GenericClient;
-use sea_query::Query;
+use sea_query::{Expr, ExprTrait, Query, SimpleExpr};
 use serde_json::Value as Json;
 use uuid::Uuid;
 
@@ -16,7 +16,30 @@ pub struct Entry<'a> {
     pub after: Option<Json>,
 }
 
+/// Writes an entry that belongs to its actor's branch (no branch without an
+/// actor). Use [`write_for`] when the record belongs to a known branch or to
+/// the whole organisation.
 pub async fn write<C: GenericClient + Sync>(tx: &C, e: Entry<'_>) -> Result<()> {
+    let actor_branch = Query::select()
+        .column("branch_id")
+        .from("users")
+        .and_where(Expr::col("id").eq(e.actor_id))
+        .to_owned();
+    insert(tx, actor_branch.into(), e).await
+}
+
+/// Writes an entry that belongs to `branch`: the branch of the record it
+/// describes, or `None` for an organisation-wide record (settings, the
+/// catalogue), which every auditor reads.
+pub async fn write_for<C: GenericClient + Sync>(
+    tx: &C,
+    branch: Option<Uuid>,
+    e: Entry<'_>,
+) -> Result<()> {
+    insert(tx, branch.into(), e).await
+}
+
+async fn insert<C: GenericClient + Sync>(tx: &C, branch: SimpleExpr, e: Entry<'_>) -> Result<()> {
     let q = Query::insert()
         .into_table("audit_log")
         .columns([
@@ -27,6 +50,7 @@ pub async fn write<C: GenericClient + Sync>(tx: &C, e: Entry<'_>) -> Result<()> 
             "entity_id",
             "before",
             "after",
+            "branch_id",
         ])
         .values_panic([
             Uuid::now_v7().into(),
@@ -36,6 +60,7 @@ pub async fn write<C: GenericClient + Sync>(tx: &C, e: Entry<'_>) -> Result<()> 
             e.entity_id.into(),
             e.before.into(),
             e.after.into(),
+            branch,
         ])
         .to_owned();
     db::execute(tx, &q).await?;
@@ -69,6 +94,8 @@ pub struct ListFilter {
     pub entity_type: Option<String>,
     pub entity_id: Option<String>,
     pub actor_id: Option<Uuid>,
+    /// One branch's entries and the organisation-wide ones (`None`: all).
+    pub branch: Option<Uuid>,
     pub from: Option<chrono::DateTime<chrono::Utc>>,
     pub until: Option<chrono::DateTime<chrono::Utc>>,
 }
@@ -79,7 +106,7 @@ pub async fn list<C: GenericClient + Sync>(
     f: &ListFilter,
     page: crate::http::extract::Page,
 ) -> Result<(Vec<AuditRow>, i64)> {
-    use sea_query::{Expr, ExprTrait, JoinType, Order};
+    use sea_query::{JoinType, Order};
     let mut base = Query::select()
         .from_as("audit_log", "a")
         .join_as(
@@ -97,6 +124,13 @@ pub async fn list<C: GenericClient + Sync>(
     }
     if let Some(actor) = f.actor_id {
         base.and_where(Expr::col(("a", "actor_id")).eq(actor));
+    }
+    if let Some(branch) = f.branch {
+        base.and_where(
+            Expr::col(("a", "branch_id"))
+                .eq(branch)
+                .or(Expr::col(("a", "branch_id")).is_null()),
+        );
     }
     if let Some(from) = f.from {
         base.and_where(Expr::col(("a", "created_at")).gte(from));

@@ -212,8 +212,11 @@ pub struct BranchRevenue {
 pub async fn branch_comparison<C: GenericClient + Sync>(
     c: &C,
     w: &ReportWindow,
+    branch: Option<Uuid>,
 ) -> Result<Vec<BranchRevenue>> {
     let (start, end) = (w.start, w.end);
+    // With a branch, the other branches are left out before the shares are
+    // taken, so the one row's share is of its own revenue.
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
         r#"SELECT b.id, b.name, b.code, coalesce(x.n, 0)::bigint, coalesce(x.revenue, 0),
@@ -221,8 +224,10 @@ pub async fn branch_comparison<C: GenericClient + Sync>(
            FROM branches b
            LEFT JOIN (SELECT branch_id, count(*) AS n, sum(total) AS revenue FROM sales
                       WHERE created_at >= {start} AND created_at < {end}
+                        AND ({branch}::uuid IS NULL OR branch_id = {branch})
                       GROUP BY branch_id) x ON x.branch_id = b.id
            WHERE b.is_active AND NOT b.is_deleted
+             AND ({branch}::uuid IS NULL OR b.id = {branch})
            ORDER BY 5 DESC, b.name, b.id"#
     );
     let rows = db::raw_all(c, &q.sql, q.values).await?;

@@ -531,8 +531,10 @@ async fn audit_price_change<C: GenericClient + Sync>(
             "max_public_price": wire::two_places(m.max_public_price),
         })
     };
-    audit::write(
+    // The catalogue is organisation-wide: every auditor reads it.
+    audit::write_for(
         tx,
+        None,
         audit::Entry {
             actor_id: Some(actor),
             action: "price_change",

@@ -289,8 +289,9 @@ pub async fn resolve<C: GenericClient + Sync>(
         (None, None) => (false, conflict.server_version.clone()),
     };
     mark_resolved(tx, id, strategy, applied, actor).await?;
-    audit::write(
+    audit::write_for(
         tx,
+        Some(conflict.branch_id),
         audit::Entry {
             actor_id: Some(actor),
             action: "conflict_resolve",

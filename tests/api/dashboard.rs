@@ -350,9 +350,10 @@ async fn the_branch_comparison_ranks_every_active_branch_with_its_share() {
 
     // Default window, the last 30 days: KLA 3860 + 2180 + 500 + 2000 = 8540
     // in 6 sales (the sale 30 days ago is outside), EBB 1000, JJA nothing.
+    // Every branch: an admin's read (a non-admin sees only its own row).
     let (status, body) = chain
         .app
-        .get("/dashboard/branch-comparison", &chain.cashier_b)
+        .get("/dashboard/branch-comparison", &chain.admin)
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["from_date"], org_day(&chain.app, -29).await);

@@ -32,6 +32,8 @@ mod transfers;
 mod users;
 // Printing, settings, currency, audit log.
 mod audit_log;
+// Branch scope, bounded windows, CSV exports, session roles (issue 15).
+mod branch_controls;
 mod currency;
 mod printing;
 mod problem_codes;

@@ -712,6 +712,7 @@ fn override_stmt(s: &Sale, o: &Override) -> Stmt {
             "entity_id",
             "before",
             "after",
+            "branch_id",
         ])
         .values_panic([
             Uuid::now_v7().into(),
@@ -721,6 +722,7 @@ fn override_stmt(s: &Sale, o: &Override) -> Stmt {
             s.id.to_string().into(),
             before.into(),
             after.into(),
+            s.branch_id.into(),
         ])
         .to_owned();
     Stmt::of(&q)

@@ -28,6 +28,7 @@ use sha2::{Digest, Sha256};
 use tracing::Instrument;
 use uuid::Uuid;
 
+use actors::error::Code;
 use actors::db::Pool;
 use actors::metrics::{SYNC_CHANGES, SYNC_PUSH_SECONDS};
 use actors::sales::{NewSale, Sale, SaleRequest};
@@ -394,11 +395,15 @@ async fn apply_in(
                 client_mutation_id: cmid,
             };
             let id = conflicts::insert(&*tx, &origin, c).await?;
-            let mut answer = rejected(cmid, "conflict", &id.to_string());
+            let mut answer = rejected(cmid, Code::Conflict.as_str(), &id.to_string());
             answer["conflict_id"] = json!(id);
             (false, answer, Some(entity_id))
         }
-        Ok(Verdict::Unsupported(why)) => (false, rejected(cmid, "unsupported", &why), None),
+        Ok(Verdict::Unsupported(why)) => (
+            false,
+            rejected(cmid, Code::Unsupported.as_str(), &why),
+            None,
+        ),
         Err(e) => (false, rejection(cmid, &e), None),
     };
     store_answer(tx, pusher.device_id, cmid, accepted, &answer, entity_id).await?;
@@ -467,7 +472,7 @@ async fn claim(
             accepted: false,
             answer: rejected(
                 cmid,
-                "idempotency_mismatch",
+                Code::IdempotencyMismatch.as_str(),
                 "This client_mutation_id was already used for a different change.",
             ),
             replay: Some("idempotency_mismatch"),
@@ -526,14 +531,9 @@ fn rejected(cmid: &str, code: &str, message: &str) -> Json {
     json!({"client_mutation_id": cmid, "code": code, "message": message})
 }
 
+/// A refused change answers with the code the same refusal has over REST.
 fn rejection(cmid: &str, e: &Error) -> Json {
-    let code = match e {
-        Error::NotFound(_) => "not_found",
-        Error::Forbidden(_) => "forbidden",
-        Error::Conflict(_) => "refused",
-        _ => "invalid",
-    };
-    let mut answer = rejected(cmid, code, &e.to_string());
+    let mut answer = rejected(cmid, e.code().as_str(), &e.to_string());
     if let Error::Validation {
         field: Some(field), ..
     } = e

@@ -18,6 +18,7 @@ use crate::common::{assert_problem, Role, TestApp};
 /// prescription flag is off, and an over-the-counter one.
 struct Counter {
     app: TestApp,
+    branch: Uuid,
     admin: String,
     manager: String,
     pharmacist: String,
@@ -77,6 +78,7 @@ impl Counter {
         assert_eq!(status, StatusCode::CREATED, "{device}");
         Counter {
             app,
+            branch,
             admin,
             manager,
             pharmacist,
@@ -658,4 +660,13 @@ async fn a_price_below_the_selling_price_needs_a_manager_or_pharmacist_and_is_au
     for p in ["0.00", "400.00", "250.50", "100.00"] {
         assert!(prices.contains(&p), "{prices:?}");
     }
+    // The entries belong to the selling branch: its auditor reads them,
+    // another branch's auditor does not.
+    let (_, own_auditor) = c.app.signed_in(c.branch, Role::Auditor).await;
+    let (_, log) = c.app.get("/audit-log?entity_type=sale", &own_auditor).await;
+    assert_eq!(log["total"], 4, "{log}");
+    let other = c.app.branch("OTH").await;
+    let (_, other_auditor) = c.app.signed_in(other, Role::Auditor).await;
+    let (_, log) = c.app.get("/audit-log?entity_type=sale", &other_auditor).await;
+    assert_eq!(log["total"], 0, "{log}");
 }

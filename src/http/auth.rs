@@ -13,7 +13,7 @@ use crate::http::extract::{client_address, Json};
 use crate::state::AppState;
 use crate::store::{rate_limits, users};
 use actors::error::Problem;
-use actors::{db, Error, Result};
+use actors::{db, input, Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/auth/login").route(web::post().to(login)))
@@ -60,7 +60,7 @@ pub async fn login(
     Json(body): Json<LoginRequest>,
 ) -> Result<HttpResponse> {
     let cfg = &state.config.auth;
-    let email = body.email.trim().to_lowercase();
+    let email = input::text("email", &body.email, input::max::EMAIL)?.to_lowercase();
     let email_key = format!("login:email:{email}");
     let addr_key = format!(
         "login:addr:{}",

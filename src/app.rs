@@ -4,7 +4,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::http::StatusCode;
+use actix_web::http::{KeepAlive, StatusCode};
 use actix_web::middleware::{from_fn, ErrorHandlers};
 use actix_web::{web, App, HttpServer};
 
@@ -34,6 +34,7 @@ pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Resu
         n => n,
     };
     let shutdown = config.http.shutdown_timeout_secs;
+    let http_cfg = config.http.clone();
     let state = web::Data::new(AppState {
         pool,
         actors: registry.clone(),
@@ -51,6 +52,7 @@ pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Resu
                 ErrorHandlers::new()
                     .handler(StatusCode::METHOD_NOT_ALLOWED, http::method_not_allowed),
             )
+            .wrap(from_fn(http::body_deadline::body_deadline))
             .wrap(from_fn(telemetry::request_context))
             .configure(http::health::configure)
             .service(web::scope("/api/v1").configure(http::configure_api))
@@ -58,6 +60,9 @@ pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Resu
             .configure(http::problems::configure)
             .default_service(web::to(http::not_found))
     })
+    .client_request_timeout(Duration::from_millis(http_cfg.client_request_timeout_ms))
+    .client_disconnect_timeout(Duration::from_millis(http_cfg.client_disconnect_timeout_ms))
+    .keep_alive(keep_alive(http_cfg.keep_alive_secs))
     .listen(listener)?
     .workers(workers)
     .shutdown_timeout(shutdown)
@@ -67,6 +72,14 @@ pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Resu
         registry,
         port,
     })
+}
+
+/// The keep-alive setting: `secs` of idleness, or none at 0.
+fn keep_alive(secs: u64) -> KeepAlive {
+    match secs {
+        0 => KeepAlive::Disabled,
+        s => KeepAlive::Timeout(Duration::from_secs(s)),
+    }
 }
 
 /// Runs until SIGTERM/SIGINT: in-flight requests finish, then the actors'

@@ -40,6 +40,19 @@ pub struct HttpConfig {
     pub push_body_limit_bytes: usize,
     pub shutdown_timeout_secs: u64,
     pub trust_forwarded_for: bool,
+    /// Time a client has to send a request's head (request line and
+    /// headers), from its connection or from the end of the previous
+    /// request; 408 and close after it. 0 disables.
+    pub client_request_timeout_ms: u64,
+    /// Time a closing connection waits for the client to go; 0 disables.
+    pub client_disconnect_timeout_ms: u64,
+    /// How long an idle keep-alive connection stays open; 0 disables
+    /// keep-alive.
+    pub keep_alive_secs: u64,
+    /// Time a client has to send a whole request body; 408 and close after it.
+    pub body_timeout_secs: u64,
+    /// The same for `POST /sync/push`, whose bodies may be 8 MiB.
+    pub push_body_timeout_secs: u64,
 }
 
 #[derive(Clone, Deserialize)]

@@ -13,7 +13,13 @@ use prometheus::{
     register_histogram_vec, register_int_counter_vec, register_int_gauge_vec, HistogramVec,
     IntCounterVec, IntGaugeVec,
 };
+use std::fmt;
+
+use tracing::field::Field;
 use tracing::Instrument;
+use tracing_subscriber::field::MakeExt;
+use tracing_subscriber::fmt::format::{self, Writer};
+use tracing_subscriber::fmt::FormatFields;
 use tracing_subscriber::EnvFilter;
 
 use crate::config::LogConfig;
@@ -49,6 +55,8 @@ static POOL: LazyLock<IntGaugeVec> = LazyLock::new(|| {
 });
 
 /// Installs the global subscriber once; later calls (tests) are no-ops.
+/// JSON logs escape every value by construction; text logs go through
+/// [`escaped_fields`], so no value can break a line either way.
 pub fn init_logging(cfg: &LogConfig) {
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(&cfg.level))
@@ -64,8 +72,82 @@ pub fn init_logging(cfg: &LogConfig) {
             .with_current_span(true)
             .try_init()
     } else {
-        builder.try_init()
+        builder.fmt_fields(escaped_fields()).try_init()
     };
+}
+
+/// The text logs' field formatter: `name=value` pairs (the message bare),
+/// as the default one writes them, except that control characters in a
+/// value (a newline, a carriage return, an ANSI escape) and Unicode line
+/// separators are written as escapes. A value a client sent (a pushed
+/// change's `entity`, a path, an error quoting a payload) therefore cannot
+/// end the line and forge another, even when logged with `%` (Display).
+/// Call sites still log request values with `?` (quoted and escaped).
+pub fn escaped_fields() -> impl for<'w> FormatFields<'w> + Send + Sync + 'static {
+    format::debug_fn(
+        |w: &mut Writer<'_>, field: &Field, value: &dyn fmt::Debug| {
+            let raw = format!("{value:?}");
+            let text = escape_controls(&raw);
+            if field.name() == "message" {
+                write!(w, "{text}")
+            } else {
+                write!(w, "{}={text}", field.name())
+            }
+        },
+    )
+    .delimited(" ")
+}
+
+/// `text` with every control character and line separator escaped
+/// (`\n`, `\r`, `\u{1b}`, ...); anything else unchanged.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let needs = |c: char| c.is_control() || c == '\u{2028}' || c == '\u{2029}';
+    if !text.chars().any(needs) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if needs(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Runs `f` with a text-log subscriber writing into a buffer (the service's
+/// own field formatter, no colours, no time) and answers what was written.
+#[cfg(test)]
+pub(crate) fn captured_text_logs(f: impl FnOnce()) -> String {
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    let buffer = Buffer::default();
+    let writer = buffer.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .without_time()
+        .fmt_fields(escaped_fields())
+        .finish();
+    tracing::subscriber::with_default(subscriber, f);
+    let bytes = buffer.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// Accepts a sane `X-Request-Id` or makes one, runs the request inside a span
@@ -83,8 +165,9 @@ pub async fn request_context(
         .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
     let method = req.method().to_string();
     let path = req.path().to_owned();
+    // The path is the client's: logged escaped (`?`).
     let span =
-        tracing::info_span!("request", request_id = %request_id, method = %method, path = %path);
+        tracing::info_span!("request", request_id = %request_id, method = %method, path = ?path);
     let started = Instant::now();
     let mut res = next.call(req).instrument(span.clone()).await?;
     let elapsed = started.elapsed();
@@ -120,4 +203,33 @@ pub fn record_pool(pool: &deadpool_postgres::Pool) {
     POOL.with_label_values(&["available"])
         .set(s.available as i64);
     POOL.with_label_values(&["waiting"]).set(s.waiting as i64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(escape_controls("plain"), "plain");
+        assert_eq!(escape_controls("a\nb\rc"), "a\\nb\\rc");
+        assert_eq!(escape_controls("\u{1b}[31m"), "\\u{1b}[31m");
+        assert_eq!(escape_controls("x\u{2028}y"), "x\\u{2028}y");
+        assert_eq!(escape_controls("é ü"), "é ü");
+    }
+
+    #[test]
+    fn a_newline_in_a_value_does_not_forge_a_log_line() {
+        let forged = "customer\n2026-01-01T00:00:00Z  INFO pharmacy: admin signed in";
+        let out = captured_text_logs(|| {
+            // Displayed (`%`), debugged (`?`) and as a plain str: all escaped.
+            tracing::info!(entity = %forged, op = ?forged, cmid = forged, "push change");
+            tracing::info_span!("request", path = %forged).in_scope(|| {
+                tracing::info!("request done");
+            });
+        });
+        assert_eq!(out.lines().count(), 2, "{out}");
+        assert!(!out.lines().any(|l| l.starts_with("2026")), "{out}");
+        assert_eq!(out.matches("customer\\n2026").count(), 4, "{out}");
+    }
 }

@@ -274,7 +274,7 @@ impl ResponseError for Error {
         let status = self.status_code();
         let (detail, field) = match self {
             Error::Internal(cause) => {
-                tracing::error!(cause = %cause, "request failed with a server fault");
+                tracing::error!(cause = ?cause, "request failed with a server fault");
                 (
                     "An unexpected error occurred. It has been logged; please try again."
                         .to_owned(),
@@ -355,7 +355,7 @@ impl From<tokio_postgres::Error> for Error {
         // A value the client sent that the database cannot hold (too many
         // digits, out of range): the client's mistake, not ours.
         if code.code().starts_with("22") {
-            tracing::warn!(error = %db, "database rejected a value");
+            tracing::warn!(error = ?db.to_string(), "database rejected a value");
             return Error::Validation {
                 field: db.column().map(str::to_owned),
                 detail: "A value is out of range or malformed.".to_owned(),
@@ -371,7 +371,7 @@ impl From<deadpool_postgres::PoolError> for Error {
         match e {
             deadpool_postgres::PoolError::Backend(e) => e.into(),
             other => {
-                tracing::warn!(error = %other, "database pool unavailable");
+                tracing::warn!(error = ?other.to_string(), "database pool unavailable");
                 Error::Unavailable {
                     detail:
                         "The service is busy or the database is unreachable; please retry shortly."

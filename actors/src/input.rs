@@ -77,6 +77,31 @@ pub fn whole(field: &str, value: Decimal, min: i64) -> Result<i32> {
     i32::try_from(n).map_err(|_| Error::validation(field, format!("`{field}` is too large.")))
 }
 
+/// Longest text, in characters, each kind of field takes. Every write path
+/// checks these (400 naming the field) and the database holds the same
+/// bounds as `CHECK (char_length(col) <= N)` constraints (migration 0014), so
+/// no single value can grow a row, a change-feed entry or a conflict past a
+/// few kilobytes.
+pub mod max {
+    /// Names of people, organisations, medicines, templates, devices.
+    pub const NAME: usize = 200;
+    /// Notes, reasons, descriptions, instructions, receipt texts.
+    pub const NOTES: usize = 2000;
+    /// Codes, phone numbers, national ids, tax and licence numbers.
+    pub const CODE: usize = 50;
+    /// Short labels: city, form, strength, unit, batch and invoice numbers,
+    /// references, kinds.
+    pub const LABEL: usize = 100;
+    /// Postal addresses.
+    pub const ADDRESS: usize = 500;
+    /// Email addresses (RFC 5321's limit).
+    pub const EMAIL: usize = 254;
+    /// Links and storage keys.
+    pub const URL: usize = 1000;
+    /// Coupon codes.
+    pub const COUPON_CODE: usize = 64;
+}
+
 /// Trimmed text that must not be blank, at most `max` characters.
 pub fn required_text(field: &str, value: &str, max: usize) -> Result<String> {
     let v = value.trim();
@@ -146,6 +171,34 @@ mod tests {
         assert!(tiny.is_zero());
         assert!(amount("a", tiny).is_err(), "{tiny:?}");
         assert!(amount("a", Decimal::ZERO).is_ok());
+    }
+
+    #[test]
+    fn text_lengths() {
+        let long = "x".repeat(max::CODE + 1);
+        let err = text("phone", &long, max::CODE).err();
+        match err {
+            Some(Error::Validation { field, detail }) => {
+                assert_eq!(field.as_deref(), Some("phone"));
+                assert!(detail.contains("50"), "{detail}");
+            }
+            other => panic!("expected a validation error, got {other:?}"),
+        }
+        // Characters, not bytes: 50 two-byte letters fit a 50-character limit.
+        assert_eq!(
+            text("phone", &"é".repeat(max::CODE), max::CODE).ok(),
+            Some("é".repeat(max::CODE))
+        );
+        // Trimmed before counting.
+        assert!(text(
+            "phone",
+            &format!("  {}  ", "1".repeat(max::CODE)),
+            max::CODE
+        )
+        .is_ok());
+        assert!(required_text("name", "   ", max::NAME).is_err());
+        assert!(required_text("name", &"n".repeat(max::NAME + 1), max::NAME).is_err());
+        assert!(text("notes", "a\0b", max::NOTES).is_err());
     }
 
     #[test]

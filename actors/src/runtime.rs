@@ -252,7 +252,7 @@ impl Registry {
                 let outcome = AssertUnwindSafe(cmd.run(pool)).catch_unwind().await;
                 let outcome = outcome.unwrap_or_else(|panic| {
                     let why = panic_message(&panic);
-                    tracing::error!(command = C::NAME, cause = %why, "command panicked; actor continues");
+                    tracing::error!(command = C::NAME, cause = ?why, "command panicked; actor continues");
                     Err(Error::internal(format!("command {} panicked: {why}", C::NAME)))
                 });
                 metrics::HANDLE_SECONDS

@@ -219,7 +219,7 @@ async fn together(pool: &Pool, batch: Vec<Pending>) {
     let outcomes = match in_one_transaction(pool, &sales).await {
         Ok(outcomes) => outcomes,
         Err(fault) => {
-            tracing::warn!(error = %fault, sales = sales.len(), "sale batch failed; making its sales one by one");
+            tracing::warn!(error = ?fault, sales = sales.len(), "sale batch failed; making its sales one by one");
             let mut one_by_one = Vec::with_capacity(sales.len());
             for sale in &sales {
                 one_by_one.push(CreateSale(sale.clone()).run(pool.clone()).await);

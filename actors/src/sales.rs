@@ -151,7 +151,9 @@ impl SaleRequest {
         }
         let coupon_code = self
             .coupon_code
-            .map(|c| c.trim().to_uppercase())
+            .map(|c| input::text("coupon_code", &c, input::max::COUPON_CODE))
+            .transpose()?
+            .map(|c| c.to_uppercase())
             .filter(|c| !c.is_empty());
         let client_mutation_id = self
             .client_mutation_id

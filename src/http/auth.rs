@@ -14,7 +14,7 @@ use crate::http::extract::{client_address, Json};
 use crate::state::AppState;
 use crate::store::{audit, auth_sessions, rate_limits, users};
 use actors::error::Problem;
-use actors::{db, Error, Result};
+use actors::{db, input, Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/auth/login").route(web::post().to(login)))
@@ -115,7 +115,7 @@ pub async fn login(
     req: HttpRequest,
     Json(body): Json<LoginRequest>,
 ) -> Result<HttpResponse> {
-    let email = body.email.trim().to_lowercase();
+    let email = input::text("email", &body.email, input::max::EMAIL)?.to_lowercase();
     let (claim, creds) = {
         let client = state.pool.get().await?;
         let claim = claim_attempt(&client, &state, &req, &email).await?;

@@ -9,6 +9,7 @@ use crate::http::extract::{path_id, Json};
 use crate::state::AppState;
 use crate::store::branches::{self, Branch, BranchFields};
 use actors::error::Problem;
+use actors::input::{self, max};
 use actors::{Error, Result, Role};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -63,10 +64,17 @@ fn required(field: &str, value: &str) -> Result<String> {
             format!("`{field}` must not be empty."),
         ));
     }
-    if v.chars().count() > 200 {
-        return Err(Error::validation(field, format!("`{field}` is too long.")));
+    if v.chars().count() > max::NAME {
+        return Err(Error::validation(
+            field,
+            format!("`{field}` must be at most {} characters.", max::NAME),
+        ));
     }
     Ok(v.to_owned())
+}
+
+fn optional(field: &str, value: Option<String>, limit: usize) -> Result<Option<String>> {
+    value.map(|v| input::text(field, &v, limit)).transpose()
 }
 
 fn code(value: &str) -> Result<String> {
@@ -153,10 +161,10 @@ pub async fn create(
     let fields = BranchFields {
         code: Some(code(&body.code)?),
         name: Some(required("name", &body.name)?),
-        city: body.city.map(|s| s.trim().to_owned()),
-        vat_number: body.vat_number.map(|s| s.trim().to_owned()),
-        address: body.address.map(|s| s.trim().to_owned()),
-        image_url: body.image_url.map(|s| s.trim().to_owned()),
+        city: optional("city", body.city, max::LABEL)?,
+        vat_number: optional("vat_number", body.vat_number, max::CODE)?,
+        address: optional("address", body.address, max::ADDRESS)?,
+        image_url: optional("image_url", body.image_url, max::URL)?,
         currency_code: Some(currency_code),
         is_active: None,
     };
@@ -207,10 +215,10 @@ pub async fn update(
             .as_deref()
             .map(|n| required("name", n))
             .transpose()?,
-        city: body.city.map(|s| s.trim().to_owned()),
-        vat_number: body.vat_number.map(|s| s.trim().to_owned()),
-        address: body.address.map(|s| s.trim().to_owned()),
-        image_url: body.image_url.map(|s| s.trim().to_owned()),
+        city: optional("city", body.city, max::LABEL)?,
+        vat_number: optional("vat_number", body.vat_number, max::CODE)?,
+        address: optional("address", body.address, max::ADDRESS)?,
+        image_url: optional("image_url", body.image_url, max::URL)?,
         currency_code,
         is_active: body.is_active,
     };

@@ -94,7 +94,7 @@ pub async fn create(
     caller.require(WRITERS)?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
-    let customer = customers::create(&tx, body, None).await?;
+    let customer = customers::create(&tx, body, None, caller.role).await?;
     tx.commit().await?;
     Ok(HttpResponse::Created().json(customer.view()))
 }
@@ -115,7 +115,7 @@ pub async fn update(
     let id = path_id(&id, "Customer")?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
-    let customer = customers::edit(&tx, id, body).await?;
+    let customer = customers::edit(&tx, id, body, caller.role).await?;
     tx.commit().await?;
     Ok(HttpResponse::Ok().json(customer.view()))
 }
@@ -213,7 +213,11 @@ pub async fn pay(
         customer_id,
         branch_id,
         amount: body.amount.normalize(),
-        notes: input::text("notes", body.notes.as_deref().unwrap_or_default(), 1000)?,
+        notes: input::text(
+            "notes",
+            body.notes.as_deref().unwrap_or_default(),
+            input::max::NOTES,
+        )?,
         user_id: caller.user_id,
         client_mutation_id: body
             .client_mutation_id

@@ -1,6 +1,7 @@
 //! The HTTP layer: one module per URL area, each with `configure`.
 
 pub mod auth;
+pub mod body_deadline;
 pub mod branches;
 pub mod compliance;
 pub mod coupons;

@@ -13,7 +13,7 @@ use crate::state::AppState;
 use crate::store::settings::{self, Fields, Settings};
 use crate::store::{audit, branches};
 use actors::error::Problem;
-use actors::input::{self, Flag};
+use actors::input::{self, max, Flag};
 use actors::{Error, Result, Role};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -117,7 +117,7 @@ fn int_in(field: &str, n: i64, min: i64, max: i64) -> Result<i32> {
 }
 
 fn email(v: &str) -> Result<String> {
-    let e = input::text("email", v, 254)?;
+    let e = input::text("email", v, max::EMAIL)?;
     let address_like = e.split_once('@').is_some_and(|(local, domain)| {
         !local.is_empty() && domain.contains('.') && !domain.starts_with('.')
     }) && !e.contains(char::is_whitespace);
@@ -223,28 +223,29 @@ fn one_of(field: &str, v: &str, allowed: &[&str]) -> Result<String> {
     ))
 }
 
-/// The free-text fields: trimmed, at most 1000 characters, `null` clears.
+/// The free-text fields: trimmed, at most their column's length (the
+/// CHECKs of migration 0014), `null` clears.
 fn text_fields(b: &SettingsWrite, f: &mut Fields) -> Result<()> {
-    for (col, v) in [
-        ("legal_name", &b.legal_name),
-        ("phone", &b.phone),
-        ("address", &b.address),
-        ("tin", &b.tin),
-        ("vat_number", &b.vat_number),
-        ("nda_license_no", &b.nda_license_no),
-        ("premise_no", &b.premise_no),
-        ("receipt_header", &b.receipt_header),
-        ("receipt_footer", &b.receipt_footer),
-        ("return_policy", &b.return_policy),
+    for (col, v, limit) in [
+        ("legal_name", &b.legal_name, max::NAME),
+        ("phone", &b.phone, max::CODE),
+        ("address", &b.address, max::ADDRESS),
+        ("tin", &b.tin, max::CODE),
+        ("vat_number", &b.vat_number, max::CODE),
+        ("nda_license_no", &b.nda_license_no, max::CODE),
+        ("premise_no", &b.premise_no, max::CODE),
+        ("receipt_header", &b.receipt_header, max::NOTES),
+        ("receipt_footer", &b.receipt_footer, max::NOTES),
+        ("return_policy", &b.return_policy, max::NOTES),
     ] {
         match v {
-            Some(Some(v)) => f.push((col, input::text(col, v, 1000)?.into())),
+            Some(Some(v)) => f.push((col, input::text(col, v, limit)?.into())),
             Some(None) => f.push((col, Option::<String>::None.into())),
             None => {}
         }
     }
     match &b.name {
-        Some(Some(v)) => f.push(("name", input::required_text("name", v, 200)?.into())),
+        Some(Some(v)) => f.push(("name", input::required_text("name", v, max::NAME)?.into())),
         Some(None) => f.push(("name", Option::<String>::None.into())),
         None => {}
     }

@@ -15,7 +15,7 @@ use crate::store::users::{self, User};
 use crate::store::{audit, branches};
 use actors::changes::Op;
 use actors::error::Problem;
-use actors::{Error, Result, Role};
+use actors::{input, Error, Result, Role};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -119,6 +119,10 @@ fn full_name(value: &str) -> Result<String> {
         ));
     }
     Ok(n.to_owned())
+}
+
+fn phone(value: &str) -> Result<String> {
+    input::text("phone", value, input::max::CODE)
 }
 
 /// Records a user write in the audit log with its before and after values.
@@ -228,7 +232,7 @@ pub async fn create(
             email,
             password_hash,
             full_name,
-            phone: body.phone.unwrap_or_default().trim().to_owned(),
+            phone: phone(body.phone.as_deref().unwrap_or_default())?,
             role: body.role,
         },
     )
@@ -281,7 +285,7 @@ pub async fn update(
         pairs.push(("full_name", full_name(n)?.into()));
     }
     if let Some(p) = &body.phone {
-        pairs.push(("phone", p.trim().to_owned().into()));
+        pairs.push(("phone", phone(p)?.into()));
     }
     if let Some(r) = body.role {
         pairs.push(("role", r.as_str().into()));

@@ -3,12 +3,12 @@
 
 use deadpool_postgres::GenericClient;
 use sea_query::extension::postgres::PgExpr;
-use sea_query::{Cond, Expr, ExprTrait, Order, Query};
+use sea_query::{Cond, Expr, ExprTrait, LockType, Order, Query};
 use uuid::Uuid;
 
 use actors::changes::Op;
 use actors::customers::{self, Customer, LedgerRow, COLUMNS};
-use actors::input::{self, Flag};
+use actors::input::{self, max, Flag};
 use actors::{db, Error, Result, Role};
 use rust_decimal::Decimal;
 use serde::Deserialize;
@@ -68,7 +68,7 @@ pub const WRITERS: &[Role] = &[
 ];
 
 /// Create (`name` required) or update (only the fields to change) body.
-#[derive(Debug, Default, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 pub struct CustomerWrite {
     pub name: Option<String>,
     pub phone: Option<String>,
@@ -83,19 +83,25 @@ pub struct CustomerWrite {
     pub is_credit_allowed: Option<Flag>,
 }
 
+/// Who may give credit: set a credit limit above 0, raise one, or allow a
+/// customer to buy on credit. Other writers may still lower a limit, set it
+/// to 0 or stop credit (the safe direction), and may send the current values
+/// back unchanged (a till pushes whole records).
+pub const CREDIT_GRANTERS: &[Role] = &[Role::Admin, Role::BranchManager];
+
 pub fn fields(body: CustomerWrite) -> Result<Fields> {
     let mut f: Fields = Vec::new();
     if let Some(v) = body.name {
-        f.push(("name", input::required_text("name", &v, 200)?.into()));
+        f.push(("name", input::required_text("name", &v, max::NAME)?.into()));
     }
-    for (col, v) in [
-        ("phone", body.phone),
-        ("national_id", body.national_id),
-        ("notes", body.notes),
-        ("image_url", body.image_url),
+    for (col, v, limit) in [
+        ("phone", body.phone, max::CODE),
+        ("national_id", body.national_id, max::CODE),
+        ("notes", body.notes, max::NOTES),
+        ("image_url", body.image_url, max::URL),
     ] {
         if let Some(v) = v {
-            f.push((col, input::text(col, &v, 1000)?.into()));
+            f.push((col, input::text(col, &v, limit)?.into()));
         }
     }
     if let Some(v) = body.credit_limit {
@@ -107,16 +113,80 @@ pub fn fields(body: CustomerWrite) -> Result<Fields> {
     Ok(f)
 }
 
-/// Creates a customer (`name` required); `id` when the client chose it (a
-/// till that created the customer offline).
+/// The credit a write would give, against the credit the customer has now
+/// (`None` for a new customer): 403 when `role` may not give it.
+fn check_credit(role: Role, body: &CustomerWrite, current: Option<(Decimal, bool)>) -> Result<()> {
+    if CREDIT_GRANTERS.contains(&role) {
+        return Ok(());
+    }
+    let (limit_now, allowed_now) = current.unwrap_or((Decimal::ZERO, false));
+    let raises = body
+        .credit_limit
+        .is_some_and(|l| l > Decimal::ZERO && l > limit_now);
+    let allows = body
+        .is_credit_allowed
+        .is_some_and(|Flag(a)| a && !allowed_now);
+    if raises || allows {
+        let what = if raises {
+            "raise a customer's credit limit"
+        } else {
+            "allow a customer to buy on credit"
+        };
+        return Err(Error::forbidden(format!(
+            "Your role ({role}) may not {what}; an admin or a branch manager may."
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `body` touches credit at all (a limit above 0 or credit allowed).
+fn gives_credit(body: &CustomerWrite) -> bool {
+    body.credit_limit.is_some_and(|l| l > Decimal::ZERO)
+        || body.is_credit_allowed.is_some_and(|Flag(a)| a)
+}
+
+/// The credit of a live customer, its row locked until the transaction ends
+/// (a concurrent lowering cannot slip between the check and the write).
+async fn locked_credit<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<(Decimal, bool)> {
+    let q = Query::select()
+        .columns(["credit_limit", "is_credit_allowed"])
+        .from("customers")
+        .and_where(Expr::col("id").eq(id))
+        .and_where(Expr::col("is_deleted").eq(false))
+        .lock(LockType::Update)
+        .to_owned();
+    let row = db::fetch_opt(tx, &q)
+        .await?
+        .ok_or_else(|| Error::not_found("Customer not found"))?;
+    Ok((row.get("credit_limit"), row.get("is_credit_allowed")))
+}
+
+/// 403 when an update of customer `id` by `role` would give credit.
+pub async fn check_credit_edit<C: GenericClient + Sync>(
+    tx: &C,
+    id: Uuid,
+    body: &CustomerWrite,
+    role: Role,
+) -> Result<()> {
+    if gives_credit(body) && !CREDIT_GRANTERS.contains(&role) {
+        let current = locked_credit(tx, id).await?;
+        check_credit(role, body, Some(current))?;
+    }
+    Ok(())
+}
+
+/// Creates a customer (`name` required) for a caller of `role`; `id` when
+/// the client chose it (a till that created the customer offline).
 pub async fn create<C: GenericClient + Sync>(
     tx: &C,
     body: CustomerWrite,
     id: Option<Uuid>,
+    role: Role,
 ) -> Result<Customer> {
     if body.name.is_none() {
         return Err(Error::validation("name", "The field `name` is required."));
     }
+    check_credit(role, &body, None)?;
     let mut fields = fields(body)?;
     if let Some(id) = id {
         fields.push(("id", id.into()));
@@ -124,12 +194,15 @@ pub async fn create<C: GenericClient + Sync>(
     insert(tx, fields).await
 }
 
-/// Applies the fields present in `body` to a live customer.
+/// Applies the fields present in `body` to a live customer, for a caller of
+/// `role`.
 pub async fn edit<C: GenericClient + Sync>(
     tx: &C,
     id: Uuid,
     body: CustomerWrite,
+    role: Role,
 ) -> Result<Customer> {
+    check_credit_edit(tx, id, &body, role).await?;
     let fields = fields(body)?;
     if fields.is_empty() {
         return Err(Error::bad_request("No fields to update"));

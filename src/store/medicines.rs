@@ -13,7 +13,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use actors::changes::{self, Change, Op};
-use actors::input::{self, Flag};
+use actors::input::{self, max, Flag};
 use actors::{db, wire, Error, Result, Role};
 
 use crate::http::extract::Page;
@@ -460,7 +460,7 @@ pub async fn create<C: GenericClient + Sync>(
         .name
         .as_deref()
         .ok_or_else(|| Error::validation("name", "The field `name` is required."))?;
-    input::required_text("name", name, 200)?;
+    input::required_text("name", name, max::NAME)?;
     let price = body.selling_price.ok_or_else(|| {
         Error::validation("selling_price", "The field `selling_price` is required.")
     })?;
@@ -561,26 +561,16 @@ fn check_ceiling(price: Decimal, ceiling: Decimal) -> Result<()> {
 /// Validates the fields present in `body` into column values.
 async fn fields<C: GenericClient + Sync>(tx: &C, body: MedicineWrite) -> Result<Fields> {
     let mut f = Fields::default();
-    if let Some(v) = body.name {
-        f.set("name", input::required_text("name", &v, 200)?);
+    if let Some(v) = &body.name {
+        f.set("name", input::required_text("name", v, max::NAME)?);
     }
-    let texts = [
-        ("generic_name", body.generic_name),
-        ("barcode", body.barcode),
-        ("form", body.form),
-        ("strength", body.strength),
-        ("unit", body.unit),
-        ("control_schedule", body.control_schedule),
-        ("regulator_registration_no", body.regulator_registration_no),
-        ("image_key", body.image_key),
-        ("image_url", body.image_url),
-    ];
-    for (col, v) in texts {
+    for (col, v) in texts(&body) {
         if let Some(v) = v {
-            f.set(col, input::text(col, &v, 500)?);
+            f.set(col, input::text(col, v, text_limit(col))?);
         }
     }
     if let Some(v) = body.category {
+        input::text("category", &v, max::LABEL)?;
         let slug = if v.trim().is_empty() {
             None
         } else {
@@ -622,6 +612,71 @@ async fn fields<C: GenericClient + Sync>(tx: &C, body: MedicineWrite) -> Result<
         f.set("vat_category", v);
     }
     Ok(f)
+}
+
+/// The free-text columns of a medicine and the values a write gives them.
+fn texts(body: &MedicineWrite) -> [(&'static str, Option<&String>); 9] {
+    [
+        ("generic_name", body.generic_name.as_ref()),
+        ("barcode", body.barcode.as_ref()),
+        ("form", body.form.as_ref()),
+        ("strength", body.strength.as_ref()),
+        ("unit", body.unit.as_ref()),
+        ("control_schedule", body.control_schedule.as_ref()),
+        (
+            "regulator_registration_no",
+            body.regulator_registration_no.as_ref(),
+        ),
+        ("image_key", body.image_key.as_ref()),
+        ("image_url", body.image_url.as_ref()),
+    ]
+}
+
+/// The longest value each free-text column takes (the CHECKs of 0014).
+fn text_limit(col: &str) -> usize {
+    match col {
+        "generic_name" => max::NAME,
+        "control_schedule" => max::CODE,
+        "image_key" | "image_url" => max::URL,
+        _ => max::LABEL,
+    }
+}
+
+/// Checks a write's values without writing anything (names, texts and
+/// their lengths, amounts, thresholds, the VAT category): what a pushed
+/// update must pass before it may be kept as a conflict.
+pub fn check(body: &MedicineWrite) -> Result<()> {
+    if let Some(v) = &body.name {
+        input::required_text("name", v, max::NAME)?;
+    }
+    for (col, v) in texts(body) {
+        if let Some(v) = v {
+            input::text(col, v, text_limit(col))?;
+        }
+    }
+    if let Some(v) = &body.category {
+        input::text("category", v, max::LABEL)?;
+    }
+    for (col, v) in [
+        ("selling_price", body.selling_price),
+        ("max_public_price", body.max_public_price),
+    ] {
+        if let Some(v) = v {
+            input::amount(col, v)?;
+        }
+    }
+    if let Some(v) = body.low_stock_threshold {
+        input::whole("low_stock_threshold", v, 0)?;
+    }
+    if let Some(v) = &body.vat_category {
+        if !VAT_CATEGORIES.contains(&v.trim().to_lowercase().as_str()) {
+            return Err(Error::validation(
+                "vat_category",
+                "`vat_category` must be standard, zero or exempt.",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Column values of a medicine write, already validated.

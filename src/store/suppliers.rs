@@ -11,7 +11,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use actors::changes::{self, Change, Op};
-use actors::input::{self, Flag};
+use actors::input::{self, max, Flag};
 use actors::{db, wire, Error, Result, Role};
 
 use crate::http::extract::Page;
@@ -191,22 +191,22 @@ pub struct SupplierWrite {
 pub fn fields(body: SupplierWrite) -> Result<Fields> {
     let mut f: Fields = Vec::new();
     if let Some(v) = body.name {
-        f.push(("name", input::required_text("name", &v, 200)?.into()));
+        f.push(("name", input::required_text("name", &v, max::NAME)?.into()));
     }
     if let Some(v) = body.supplier_type {
-        let v = input::required_text("supplier_type", &v, 50)?.to_lowercase();
+        let v = input::required_text("supplier_type", &v, max::CODE)?.to_lowercase();
         f.push(("supplier_type", v.into()));
     }
-    for (col, v) in [
-        ("tax_number", body.tax_number),
-        ("contact_person", body.contact_person),
-        ("phone", body.phone),
-        ("email", body.email),
-        ("address", body.address),
-        ("image_url", body.image_url),
+    for (col, v, limit) in [
+        ("tax_number", body.tax_number, max::CODE),
+        ("contact_person", body.contact_person, max::NAME),
+        ("phone", body.phone, max::CODE),
+        ("email", body.email, max::EMAIL),
+        ("address", body.address, max::ADDRESS),
+        ("image_url", body.image_url, max::URL),
     ] {
         if let Some(v) = v {
-            f.push((col, input::text(col, &v, 500)?.into()));
+            f.push((col, input::text(col, &v, limit)?.into()));
         }
     }
     if let Some(v) = body.lead_time_days {

@@ -14,7 +14,7 @@ use tokio_postgres::Row;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use actors::{db, wire, Error, Result};
+use actors::{db, wire, Error, Result, Role};
 
 use crate::http::extract::Page;
 use crate::store::audit;
@@ -69,7 +69,8 @@ pub struct Conflict {
     pub base_version: Option<Json>,
     pub base_rev: Option<i64>,
     pub server_rev: i64,
-    /// The change's payload as pushed.
+    /// The change's payload as pushed, keeping only the entity's fields
+    /// (and `id`, `base_rev`, `updated_at`); other keys are dropped.
     #[schema(value_type = Object)]
     pub payload: Json,
     /// `pending` or `resolved`.
@@ -254,7 +255,7 @@ pub async fn resolve<C: GenericClient + Sync>(
     org_id: Uuid,
     id: Uuid,
     strategy: Strategy,
-    actor: Uuid,
+    (actor, role): (Uuid, Role),
 ) -> Result<Resolution> {
     let conflict = lock(tx, org_id, id)
         .await?
@@ -277,7 +278,7 @@ pub async fn resolve<C: GenericClient + Sync>(
     };
     let (applied, payload) = match (fields, current) {
         (Some(f), Some(_)) if !f.is_empty() => {
-            (true, entity.update(tx, entity_id, f, actor).await?)
+            (true, entity.update(tx, entity_id, f, (actor, role)).await?)
         }
         (Some(_), None) => {
             return Err(Error::conflict(format!(

@@ -127,32 +127,78 @@ impl Entity {
         out
     }
 
-    /// Creates the entity from a pushed payload; answers its id.
+    /// The pushed payload as a conflict keeps it: the entity's own fields
+    /// (the allowlist), its `id`, `base_rev` and the `updated_at` the till
+    /// sent (last-write-wins reads it); anything else the till sent is
+    /// dropped, so no unknown key, whatever its size, is stored.
+    pub fn stored_payload(self, payload: &Json) -> Json {
+        let mut out = self.changed_fields(payload);
+        for key in ["id", "base_rev", "updated_at"] {
+            let kept = payload.get(key).filter(|v| match v {
+                Json::String(s) => s.chars().count() <= 64,
+                Json::Number(_) => true,
+                _ => false,
+            });
+            if let Some(v) = kept {
+                out.insert(key.to_owned(), v.clone());
+            }
+        }
+        Json::Object(out)
+    }
+
+    /// Checks a stale update by `role` against the live row `id` without
+    /// writing: every field sent (allowlisted) for its shape and length
+    /// (400), and the fields the till changed since its base for the
+    /// entity's role rules (403). What an update must pass before it is kept
+    /// as a conflict.
+    pub async fn check_update<C: GenericClient + Sync>(
+        self,
+        tx: &C,
+        id: Uuid,
+        sent: &Map<String, Json>,
+        changed: &Map<String, Json>,
+        role: Role,
+    ) -> Result<()> {
+        let sent = Json::Object(sent.clone());
+        match self {
+            Entity::Customer => {
+                customers::fields(body(&sent)?)?;
+                let changed = Json::Object(changed.clone());
+                customers::check_credit_edit(tx, id, &body(&changed)?, role).await
+            }
+            Entity::Supplier => suppliers::fields(body(&sent)?).map(drop),
+            Entity::Medicine => medicines::check(&body(&sent)?),
+        }
+    }
+
+    /// Creates the entity from a pushed payload for a pusher of `role`;
+    /// answers its id.
     pub async fn create<C: GenericClient + Sync>(
         self,
         tx: &C,
         payload: &Json,
         id: Option<Uuid>,
+        role: Role,
     ) -> Result<Uuid> {
         Ok(match self {
-            Entity::Customer => customers::create(tx, body(payload)?, id).await?.id,
+            Entity::Customer => customers::create(tx, body(payload)?, id, role).await?.id,
             Entity::Supplier => suppliers::create(tx, body(payload)?, id).await?.id,
             Entity::Medicine => medicines::create(tx, body(payload)?, id).await?.id,
         })
     }
 
-    /// Applies `fields` (allowlisted, as sent) to a live row; answers the
-    /// row's new version.
+    /// Applies `fields` (allowlisted, as sent) to a live row for `actor`
+    /// (user id and role); answers the row's new version.
     pub async fn update<C: GenericClient + Sync>(
         self,
         tx: &C,
         id: Uuid,
         fields: Map<String, Json>,
-        actor: Uuid,
+        (actor, role): (Uuid, Role),
     ) -> Result<Json> {
         let payload = Json::Object(fields);
         Ok(match self {
-            Entity::Customer => to_json(&customers::edit(tx, id, body(&payload)?).await?)?,
+            Entity::Customer => to_json(&customers::edit(tx, id, body(&payload)?, role).await?)?,
             Entity::Supplier => to_json(&suppliers::edit(tx, id, body(&payload)?).await?)?,
             Entity::Medicine => medicines::edit(tx, id, body(&payload)?, actor)
                 .await?

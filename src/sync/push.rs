@@ -44,6 +44,10 @@ pub const MAX_CHANGES: usize = 500;
 /// one commit: enough to amortise the hop and the WAL flush, few enough that
 /// the branch's other work does not wait long behind one batch.
 pub const SALES_PER_COMMIT: usize = 50;
+/// Longest `entity` or `op` a change may name (the longest real one is 8).
+const MAX_NAME_CHARS: usize = 50;
+/// Longest `message` of a rejection: it may quote what the till sent.
+const MAX_MESSAGE_CHARS: usize = 500;
 /// How far in the past an offline sale may be dated.
 const MAX_SALE_AGE_DAYS: i64 = 90;
 
@@ -89,6 +93,17 @@ impl Change {
             ));
         }
         let (entity, op) = (text("entity")?, text("op")?);
+        for (k, v) in [("entity", entity), ("op", op)] {
+            if v.chars().count() > MAX_NAME_CHARS {
+                return Err(Error::validation(
+                    field(k),
+                    format!(
+                        "`{}` must be at most {MAX_NAME_CHARS} characters.",
+                        field(k)
+                    ),
+                ));
+            }
+        }
         let payload = raw
             .get("payload")
             .filter(|p| p.is_object())
@@ -145,7 +160,7 @@ impl Command for PushBatch {
                     rejected = o.rejected.len(),
                     "push batch applied"
                 ),
-                Err(e) => tracing::warn!(error = %e, "push batch stopped; the device retries"),
+                Err(e) => tracing::warn!(error = ?e, "push batch stopped; the device retries"),
             }
             result
         }
@@ -236,7 +251,7 @@ impl Command for ApplySales {
                 match in_one_transaction(&pool, &pusher, &changes).await {
                     Ok(answers) => return Ok(answers),
                     Err(fault) => tracing::warn!(
-                        error = %fault,
+                        error = ?fault,
                         changes = changes.len(),
                         "pushed sales failed together; applying them one by one"
                     ),
@@ -312,10 +327,12 @@ impl Answered {
             self.answer["code"].as_str().unwrap_or("rejected")
         };
         count(&change.entity, outcome);
+        // Values the till sent are logged escaped (`?`): a newline in one
+        // cannot start a forged log line.
         tracing::info!(
-            client_mutation_id = change.client_mutation_id.as_str(),
-            entity = %change.entity,
-            op = %change.op,
+            client_mutation_id = ?change.client_mutation_id,
+            entity = ?change.entity,
+            op = ?change.op,
             outcome,
             "push change"
         );
@@ -528,6 +545,10 @@ fn rejects(e: &Error) -> bool {
 }
 
 fn rejected(cmid: &str, code: &str, message: &str) -> Json {
+    let message = match message.char_indices().nth(MAX_MESSAGE_CHARS) {
+        Some((cut, _)) => format!("{}…", &message[..cut]),
+        None => message.to_owned(),
+    };
     json!({"client_mutation_id": cmid, "code": code, "message": message})
 }
 
@@ -575,7 +596,7 @@ async fn effect<C: GenericClient + Sync>(
     match change.op.as_str() {
         "create" => {
             let id = optional_id(payload)?;
-            let id = entity.create(tx, payload, id).await?;
+            let id = entity.create(tx, payload, id, pusher.role).await?;
             Ok(accepted_id(id))
         }
         "update" => update(tx, pusher, entity, payload).await,
@@ -674,8 +695,9 @@ async fn update<C: GenericClient + Sync>(
         .lock_current(tx, id)
         .await?
         .ok_or_else(|| entity.not_found())?;
+    let actor = (pusher.user_id, pusher.role);
     let Some(base_rev) = base_rev.filter(|b| *b < server_rev) else {
-        entity.update(tx, id, sent, pusher.user_id).await?;
+        entity.update(tx, id, sent, actor).await?;
         return Ok(accepted_id(id));
     };
     let base = entity.version_at(tx, id, base_rev).await?;
@@ -691,6 +713,12 @@ async fn update<C: GenericClient + Sync>(
         .iter()
         .any(|(f, v)| !same(v, server.get(f.as_str()).unwrap_or(&Json::Null)));
     if clash {
+        // Kept only if it could be applied: values the entity would refuse
+        // (too long, wrong shape) or a role may not write are answered now,
+        // not stored for head office.
+        entity
+            .check_update(tx, id, &sent, &changed, pusher.role)
+            .await?;
         let mut client_version = base.clone().unwrap_or_else(|| server.clone());
         if let Some(obj) = client_version.as_object_mut() {
             obj.extend(sent);
@@ -703,11 +731,11 @@ async fn update<C: GenericClient + Sync>(
             server_version: server,
             client_version,
             base_version: base,
-            payload: payload.clone(),
+            payload: entity.stored_payload(payload),
         }));
     }
     if !changed.is_empty() {
-        entity.update(tx, id, changed, pusher.user_id).await?;
+        entity.update(tx, id, changed, actor).await?;
     }
     Ok(accepted_id(id))
 }
@@ -734,5 +762,49 @@ fn base_rev(payload: &Json) -> Result<Option<i64>> {
         Some(v) => v.as_i64().filter(|r| *r >= 0).map(Some).ok_or_else(|| {
             Error::validation("base_rev", "`base_rev` must be a non-negative integer.")
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pushed_entity_with_a_newline_is_logged_on_one_line() {
+        let raw = json!({
+            "client_mutation_id": "m-1\nINFO forged",
+            "entity": "x\n2026-01-01T00:00:00Z  INFO admin signed in",
+            "op": "create\r\n",
+            "payload": {},
+        });
+        let change = Change::parse(&raw, 0).expect("a well-formed change");
+        let answered = Answered {
+            accepted: false,
+            answer: json!({"code": "unsupported"}),
+            replay: None,
+        };
+        let out = crate::telemetry::captured_text_logs(|| {
+            answered.report(&change);
+        });
+        assert_eq!(out.lines().count(), 1, "{out}");
+        assert!(
+            out.contains(r#"entity="x\n2026-01-01T00:00:00Z  INFO admin signed in""#),
+            "{out}"
+        );
+        assert!(out.contains(r#"op="create\r\n""#), "{out}");
+    }
+
+    #[test]
+    fn long_entity_names_and_messages_are_bounded() {
+        let raw = json!({
+            "client_mutation_id": "m-1",
+            "entity": "e".repeat(MAX_NAME_CHARS + 1),
+            "op": "create",
+            "payload": {},
+        });
+        assert!(Change::parse(&raw, 3).is_err());
+        let answer = rejected("m", "invalid", &"z".repeat(10_000));
+        let message = answer["message"].as_str().unwrap_or_default();
+        assert_eq!(message.chars().count(), MAX_MESSAGE_CHARS + 1);
     }
 }

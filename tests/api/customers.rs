@@ -55,13 +55,15 @@ async fn create_read_update_delete_with_the_spec_types() {
         .await;
     assert_problem(status, &problem, StatusCode::BAD_REQUEST);
     assert_eq!(problem["detail"], "No fields to update");
+    // Giving credit is a manager's decision (a cashier gets 403).
+    let credit = json!({"credit_limit": 50000, "is_credit_allowed": true});
+    let (status, problem) = app
+        .call(Method::PUT, &path, Some(&cashier), Some(credit.clone()))
+        .await;
+    assert_problem(status, &problem, StatusCode::FORBIDDEN);
+    let (_, manager) = app.signed_in(branch, Role::BranchManager).await;
     let (status, updated) = app
-        .call(
-            Method::PUT,
-            &path,
-            Some(&cashier),
-            Some(json!({"credit_limit": 50000, "is_credit_allowed": true})),
-        )
+        .call(Method::PUT, &path, Some(&manager), Some(credit))
         .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(updated["credit_limit"], "50000.00");

@@ -49,6 +49,7 @@ mod dashboard;
 mod reports;
 // Reliability and security (issue 9).
 mod fuzz_bodies;
+mod input_controls;
 mod isolation;
 mod limits;
 mod token_attacks;

@@ -404,7 +404,9 @@ async fn customers_created_offline_keep_their_id_and_can_buy_on_credit_in_the_sa
                         "payment_method": "credit", "customer_id": id},
         }),
     ];
-    let (status, body) = t.push(&t.cashier, &t.device, changes).await;
+    // Giving credit takes an admin (or branch manager); a cashier's push of
+    // this customer is refused (tests/api/input_controls.rs).
+    let (status, body) = t.push(&t.admin, &t.device, changes).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["rejected"], json!([]));
     assert_eq!(body["accepted"][0]["id"], json!(id));

@@ -81,7 +81,14 @@ pub async fn resolve(
     let id = path_id(&id, "Conflict")?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
-    let resolution = conflicts::resolve(&tx, caller.org_id, id, strategy, caller.user_id).await?;
+    let resolution = conflicts::resolve(
+        &tx,
+        caller.org_id,
+        id,
+        strategy,
+        (caller.user_id, caller.role),
+    )
+    .await?;
     tx.commit().await?;
     Ok(HttpResponse::Ok().json(resolution))
 }

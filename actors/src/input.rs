@@ -178,7 +178,7 @@ mod tests {
         let long = "x".repeat(max::CODE + 1);
         let err = text("phone", &long, max::CODE).err();
         match err {
-            Some(Error::Validation { field, detail }) => {
+            Some(Error::Validation { field, detail, .. }) => {
                 assert_eq!(field.as_deref(), Some("phone"));
                 assert!(detail.contains("50"), "{detail}");
             }

@@ -3,13 +3,12 @@
 //! hash chain.
 
 use actix_web::{web, HttpResponse};
-use chrono::NaiveDate;
 use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
-use crate::http::window::DateWindow;
+use crate::http::window::{day_of, DateWindow, Day};
 use crate::state::AppState;
 use actors::error::Problem;
 use actors::sales::{self, ChainReport, Sale, SaleRequest};
@@ -82,10 +81,10 @@ pub async fn get(
 pub struct SalesQuery {
     /// First day (`YYYY-MM-DD`, organisation time zone), inclusive.
     #[param(value_type = Option<String>, format = Date)]
-    pub from_date: Option<NaiveDate>,
+    pub from_date: Option<Day>,
     /// Last day, inclusive.
     #[param(value_type = Option<String>, format = Date)]
-    pub to_date: Option<NaiveDate>,
+    pub to_date: Option<Day>,
     /// Admins: one branch (default all). Others: their own branch only.
     pub branch_id: Option<Uuid>,
 }
@@ -113,7 +112,7 @@ pub async fn list(
     let page = paging.resolve(20)?;
     let branch_id = caller.branch_filter(q.branch_id)?;
     let client = state.pool.get().await?;
-    let (from, until) = DateWindow::optional(q.from_date, q.to_date)?
+    let (from, until) = DateWindow::optional(day_of(q.from_date), day_of(q.to_date))?
         .bounds(&client)
         .await?;
     let filter = sales::ListFilter {

@@ -740,6 +740,7 @@ async fn a_day_must_be_four_two_two_digits() {
         "/audit-log",
         "/compliance/prescription-book",
         "/compliance/classified-drugs-book",
+        "/sales",
     ]);
     for path in routes {
         for (query, field) in [

@@ -687,7 +687,7 @@ async fn pushes_cannot_reach_another_branch() {
     assert_eq!(rejected.len(), 2, "{body}");
     for r in rejected {
         assert!(
-            ["forbidden", "not_found", "invalid"].contains(&r["code"].as_str().unwrap()),
+            ["forbidden", "not_found", "validation_failed"].contains(&r["code"].as_str().unwrap()),
             "{r}"
         );
     }

@@ -528,7 +528,7 @@ async fn a_controlled_medicine_needs_a_prescription_whatever_its_flag_through_re
     let rejected = answer["rejected"].as_array().unwrap();
     assert_eq!(rejected.len(), 2, "{answer}");
     assert_eq!(rejected[0]["client_mutation_id"], "no-rx");
-    assert_eq!(rejected[0]["code"], "invalid");
+    assert_eq!(rejected[0]["code"], "prescription_required");
     assert_eq!(rejected[0]["field"], "prescription_id");
     // Filled by the first: the prescription is dispensed.
     assert_eq!(rejected[1]["client_mutation_id"], "again");

@@ -106,7 +106,7 @@ async fn a_pushed_sale_answers_its_invoice_and_follows_the_sale_rules() {
     let rejected = body["rejected"].as_array().unwrap();
     assert_eq!(rejected.len(), 1);
     assert_eq!(rejected[0]["client_mutation_id"], "s-2");
-    assert_eq!(rejected[0]["code"], "invalid");
+    assert_eq!(rejected[0]["code"], "insufficient_stock");
     assert!(rejected[0]["message"].as_str().unwrap().len() > 5);
     // The sale is a real sale of the device's branch.
     let (status, sale) = t
@@ -151,7 +151,7 @@ async fn a_rejected_change_replays_as_rejected_even_after_it_could_succeed() {
     let (_, first) = t
         .push(&t.cashier, &t.device, vec![t.sale("early", 1)])
         .await;
-    assert_eq!(first["rejected"][0]["code"], "invalid");
+    assert_eq!(first["rejected"][0]["code"], "insufficient_stock");
     t.app
         .receive(&t.admin, &t.medicine["id"], t.branch, 10, "2030-12-31")
         .await;
@@ -763,7 +763,7 @@ async fn a_refused_sale_in_a_run_rolls_back_alone_and_the_run_replays_identicall
         .collect();
     assert_eq!(icvs, [1, 2, 3, 4], "gapless, in the batch's order");
     assert_eq!(cmids(&first["rejected"]), ["r-2"]);
-    assert_eq!(first["rejected"][0]["code"], "invalid");
+    assert_eq!(first["rejected"][0]["code"], "insufficient_stock");
     // The five changes, the refused one too, share one commit.
     assert_eq!(push_commits(&t).await, 1);
     let stock = "SELECT coalesce(sum(qty_remaining),0)::bigint FROM batches";
@@ -860,7 +860,7 @@ async fn a_mutation_id_repeated_within_a_run_has_one_effect_and_replays_its_firs
     assert_eq!(accepted[0]["icv"], 1);
     let rejected = body["rejected"].as_array().unwrap();
     assert_eq!(rejected.len(), 3, "{body}");
-    assert_eq!(rejected[0]["code"], "invalid");
+    assert_eq!(rejected[0]["code"], "insufficient_stock");
     assert_eq!(rejected[0], rejected[1], "a rejection replays as rejected");
     assert_eq!(rejected[2]["client_mutation_id"], "d-a");
     assert_eq!(rejected[2]["code"], "idempotency_mismatch");

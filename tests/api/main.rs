@@ -47,3 +47,5 @@ mod fuzz_bodies;
 mod isolation;
 mod limits;
 mod token_attacks;
+// Live actor tuning (issue 20 item 4).
+mod ops_actors;

@@ -1,7 +1,8 @@
 //! `/ops/actors`: the live actors, per-branch mailbox tuning applied without
 //! a restart (also by a second server process on the same database), the
-//! per-actor metrics.
+//! per-actor metrics, and the deploy/ dashboard and alert rules.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -693,4 +694,250 @@ async fn a_resized_mailbox_admits_exactly_its_new_capacity_while_running() {
         h.await.unwrap().unwrap();
     }
     assert_eq!(registry.stats(Kind::Branch, key).unwrap().depth, 0);
+}
+
+/// Metric names an expression of the dashboard or the rules reads:
+/// identifiers outside label matchers, ranges, strings and grouping lists
+/// that are not functions or keywords.
+fn metric_names(expr: &str) -> BTreeSet<String> {
+    const KEYWORDS: &[&str] = &[
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "bool",
+        "and",
+        "or",
+        "unless",
+        "offset",
+    ];
+    let chars: Vec<char> = expr.chars().collect();
+    let mut out = BTreeSet::new();
+    let mut i = 0;
+    let skip_to = |i: &mut usize, close: char| {
+        while *i < chars.len() && chars[*i] != close {
+            if chars[*i] == '"' {
+                *i += 1;
+                while *i < chars.len() && chars[*i] != '"' {
+                    *i += 1;
+                }
+            }
+            *i += 1;
+        }
+        *i += 1;
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '{' {
+            skip_to(&mut i, '}');
+        } else if c == '[' {
+            skip_to(&mut i, ']');
+        } else if c == '"' {
+            i += 1;
+            skip_to(&mut i, '"');
+        } else if c.is_ascii_alphabetic() || c == '_' || c == ':' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || "_:".contains(chars[i])) {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            let mut j = i;
+            while j < chars.len() && chars[j].is_whitespace() {
+                j += 1;
+            }
+            if KEYWORDS.contains(&word.as_str()) {
+                // `by (a, b)`: a label list, not metrics.
+                if j < chars.len() && chars[j] == '(' && word != "bool" {
+                    i = j;
+                    skip_to(&mut i, ')');
+                }
+            } else if j >= chars.len() || chars[j] != '(' {
+                // `sum by (...) (...)`: an aggregation, not a metric.
+                let next: String = chars[j..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_alphanumeric() || **c == '_')
+                    .collect();
+                if next != "by" && next != "without" {
+                    out.insert(word);
+                }
+            }
+        } else if c.is_ascii_digit() || c == '.' {
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.') {
+                i += 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn metric_names_reads_promql() {
+    let names = metric_names(
+        r#"histogram_quantile(0.99, sum by (branch, le) (rate(actor_mailbox_wait_seconds_bucket{kind="branch", x=~"a|{b}"}[5m]))) > 0.8 and on (branch) actor_mailbox_depth / actor_mailbox_capacity"#,
+    );
+    let want: BTreeSet<String> = [
+        "actor_mailbox_wait_seconds_bucket",
+        "actor_mailbox_depth",
+        "actor_mailbox_capacity",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(names, want);
+}
+
+/// Every expression of the dashboard (panels and the variables'
+/// `label_values` queries).
+fn dashboard_exprs(dash: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(e)) = m.get("expr") {
+                    out.push(e.clone());
+                }
+                m.values().for_each(|v| walk(v, out));
+            }
+            Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    walk(&dash["panels"], &mut out);
+    for var in dash["templating"]["list"].as_array().unwrap() {
+        let q = var["query"]["query"].as_str().unwrap();
+        let inner = q
+            .strip_prefix("label_values(")
+            .and_then(|q| q.rsplit_once(','))
+            .map(|(metric, _)| metric.to_owned())
+            .unwrap_or_else(|| panic!("unexpected variable query {q}"));
+        out.push(inner);
+    }
+    out
+}
+
+#[tokio::test]
+async fn the_deploy_dashboard_and_alert_rules_read_metrics_the_service_exports() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let dash: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("grafana-dashboard.json")).unwrap(),
+    )
+    .unwrap();
+    let rules: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(root.join("prometheus-alerts.yml")).unwrap())
+            .unwrap();
+
+    // Exercise the service so that every family has a series: a REST sale
+    // (branch actor, group commit), a till push (device actor, sync) and a
+    // scrape (pool gauges).
+    let app = TestApp::spawn().await;
+    let branch = app.branch("KLA").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let m = app
+        .medicine(&admin, json!({"name": "Paracetamol", "selling_price": 100}))
+        .await;
+    app.receive(&admin, &m["id"], branch, 10, "2030-12-31")
+        .await;
+    let sale =
+        json!({"items": [{"medicine_id": m["id"], "quantity": 1}], "payment_method": "cash"});
+    let (s, b) = app.post("/sales", &admin, sale).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let (s, device) = app
+        .post(
+            "/devices",
+            &admin,
+            json!({"name": "Till", "branch_id": branch}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{device}");
+    let change = json!({
+        "client_mutation_id": Uuid::now_v7().to_string(), "entity": "sale", "op": "create",
+        "payload": {"items": [{"medicine_id": m["id"], "quantity": 1}], "payment_method": "cash"},
+    });
+    let (s, b) = app
+        .post(
+            "/sync/push",
+            &admin,
+            json!({"device_id": device["id"], "changes": [change]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let scrape = || async {
+        app.http
+            .get(format!("{}/metrics", app.root))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    scrape().await;
+    let exported: BTreeSet<String> = scrape()
+        .await
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| l.split(['{', ' ']).next().unwrap().to_owned())
+        .collect();
+
+    let mut dash_metrics = BTreeSet::new();
+    let exprs = dashboard_exprs(&dash);
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    for e in &exprs {
+        dash_metrics.extend(metric_names(e));
+    }
+    let mut rule_metrics = BTreeSet::new();
+    let mut alerts = Vec::new();
+    for group in rules["groups"].as_sequence().unwrap() {
+        for rule in group["rules"].as_sequence().unwrap() {
+            let name = rule["alert"].as_str().unwrap().to_owned();
+            let expr = rule["expr"].as_str().unwrap();
+            assert!(rule["annotations"]["summary"].is_string(), "{name}");
+            rule_metrics.extend(metric_names(expr));
+            alerts.push((
+                name,
+                expr.to_owned(),
+                rule["for"].as_str().map(str::to_owned),
+            ));
+        }
+    }
+    for name in dash_metrics.iter().chain(&rule_metrics) {
+        assert!(
+            exported.contains(name),
+            "{name} is not exported by GET /metrics; exported: {exported:?}"
+        );
+    }
+    // The per-actor series are all on the dashboard.
+    for name in [
+        "actor_mailbox_depth",
+        "actor_mailbox_capacity",
+        "actor_mailbox_rejected_total",
+        "actor_mailbox_wait_seconds_bucket",
+        "sale_batch_size_sum",
+        "db_pool_connections",
+        "http_requests_total",
+        "sync_push_batch_seconds_bucket",
+    ] {
+        assert!(dash_metrics.contains(name), "dashboard lacks {name}");
+    }
+    // The rules the issue asks for.
+    let rule = |metric: &str| {
+        alerts
+            .iter()
+            .find(|(_, e, _)| metric_names(e).contains(metric))
+            .unwrap_or_else(|| panic!("no rule reads {metric}"))
+    };
+    let (_, e, for_) = rule("actor_mailbox_capacity");
+    assert!(
+        e.contains("actor_mailbox_depth") && e.contains("0.8"),
+        "{e}"
+    );
+    assert_eq!(for_.as_deref(), Some("1m"));
+    assert!(rule("http_requests_total").1.contains("503"));
+    assert!(rule("db_pool_connections").1.contains("waiting"));
+    rule("sync_push_batch_seconds_bucket");
+    rule("actor_mailbox_rejected_total");
 }

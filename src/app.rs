@@ -29,6 +29,7 @@ pub struct Running {
 pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Result<Running> {
     let port = listener.local_addr()?.port();
     let registry = Arc::new(Registry::new(pool.clone(), config.runtime()));
+    crate::tuning::spawn(&registry, pool.clone(), &config);
     let workers = match config.http.workers {
         0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
         n => n,
@@ -38,10 +39,7 @@ pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Resu
     let state = web::Data::new(AppState {
         pool,
         actors: registry.clone(),
-        sales: Arc::new(SaleDesk::new(
-            config.actors.sale_batch_max,
-            config.actors.branch_mailbox,
-        )),
+        sales: Arc::new(SaleDesk::new(config.actors.sale_batch_max)),
         tokens: TokenKeys::new(&config.auth),
         config: Arc::new(config),
     });

@@ -3,6 +3,7 @@
 //! environment (`PHARMACY__SECTION__KEY`, plus `DATABASE_URL`, `HOST`,
 //! `PORT`, `JWT_SECRET`, `APP_ENV`).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use figment::providers::{Env, Format, Toml};
@@ -91,7 +92,36 @@ pub struct ActorsConfig {
     pub arbiters: usize,
     /// Most REST sales of one branch made in one transaction (1 = no batching).
     pub sale_batch_max: usize,
+    /// How often each process reloads the per-branch overrides stored in
+    /// the database (`PUT /ops/actors/branches/{id}`), in ms.
+    #[serde(default = "default_overrides_reload_ms")]
+    pub overrides_reload_ms: u64,
+    /// Static per-branch overrides keyed by branch code (any case):
+    /// `[actors.branches.MAIN] mailbox = 512, sale_batch_max = 64`. An
+    /// override stored in the database wins over these, field by field.
+    #[serde(default)]
+    pub branches: BTreeMap<String, BranchActorsConfig>,
 }
+
+fn default_overrides_reload_ms() -> u64 {
+    2000
+}
+
+/// One branch's static actor tuning; an absent field keeps the default.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BranchActorsConfig {
+    /// Mailbox capacity, 1..100000.
+    #[serde(alias = "capacity")]
+    pub mailbox: Option<usize>,
+    /// Group-commit size, 1..1024.
+    pub sale_batch_max: Option<usize>,
+}
+
+/// The bounds of a branch's mailbox capacity and group-commit size, in
+/// configuration and in `PUT /ops/actors/branches/{id}` alike.
+pub const MAILBOX_RANGE: std::ops::RangeInclusive<usize> = 1..=100_000;
+pub const SALE_BATCH_RANGE: std::ops::RangeInclusive<usize> = 1..=1024;
 
 /// Limits on the public `POST /marketing/contact`.
 #[derive(Debug, Clone, Deserialize)]
@@ -127,6 +157,8 @@ pub enum ConfigError {
     Invalid(#[from] Box<figment::Error>),
     #[error("refusing to start in production with the default JWT secret: set JWT_SECRET")]
     DefaultSecretInProduction,
+    #[error("invalid configuration: {0}")]
+    OutOfRange(String),
 }
 
 impl Config {
@@ -170,7 +202,22 @@ impl Config {
         if self.env == AppEnv::Production && self.auth.jwt_secret == DEFAULT_JWT_SECRET {
             return Err(ConfigError::DefaultSecretInProduction);
         }
-        Ok(())
+        self.actors.validate()
+    }
+
+    /// The static branch overrides, keyed by upper-case branch code.
+    pub fn branch_overrides(&self) -> BTreeMap<String, actors::BranchOverride> {
+        self.actors
+            .branches
+            .iter()
+            .map(|(code, b)| {
+                let o = actors::BranchOverride {
+                    mailbox: b.mailbox,
+                    sale_batch_max: b.sale_batch_max,
+                };
+                (code.trim().to_uppercase(), o)
+            })
+            .collect()
     }
 
     pub fn runtime(&self) -> actors::RuntimeConfig {
@@ -178,6 +225,72 @@ impl Config {
             branch_mailbox: self.actors.branch_mailbox,
             device_mailbox: self.actors.device_mailbox,
             arbiters: self.actors.arbiters,
+        }
+    }
+}
+
+impl ActorsConfig {
+    /// Static overrides within the bounds the API enforces.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (code, b) in &self.branches {
+            let bad = |key: &str, range: &std::ops::RangeInclusive<usize>| {
+                ConfigError::OutOfRange(format!(
+                    "actors.branches.{code}.{key} must be from {} to {}",
+                    range.start(),
+                    range.end()
+                ))
+            };
+            if b.mailbox.is_some_and(|n| !MAILBOX_RANGE.contains(&n)) {
+                return Err(bad("mailbox", &MAILBOX_RANGE));
+            }
+            if b.sale_batch_max
+                .is_some_and(|n| !SALE_BATCH_RANGE.contains(&n))
+            {
+                return Err(bad("sale_batch_max", &SALE_BATCH_RANGE));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod actor_override_tests {
+    use super::*;
+
+    #[test]
+    fn static_branch_overrides_parse_by_code_in_any_case() {
+        let figment = Figment::from(Toml::string(DEFAULT_TOML)).merge(Toml::string(
+            "[actors.branches.main]\nmailbox = 512\nsale_batch_max = 64\n\
+             [actors.branches.VILLAGE]\ncapacity = 8\n",
+        ));
+        let config: Config = figment.extract().unwrap_or_else(|e| panic!("{e}"));
+        assert!(config.validate().is_ok());
+        let o = config.branch_overrides();
+        assert_eq!(o["MAIN"].mailbox, Some(512));
+        assert_eq!(o["MAIN"].sale_batch_max, Some(64));
+        assert_eq!(o["VILLAGE"].mailbox, Some(8));
+        assert_eq!(o["VILLAGE"].sale_batch_max, None);
+        assert_eq!(config.actors.overrides_reload_ms, 2000);
+    }
+
+    #[test]
+    fn static_branch_overrides_out_of_range_are_refused() {
+        for (key, value) in [
+            ("mailbox", 0),
+            ("mailbox", 100_001),
+            ("sale_batch_max", 0),
+            ("sale_batch_max", 1025),
+        ] {
+            let toml = format!("[actors.branches.MAIN]\n{key} = {value}\n");
+            let config: Config = Figment::from(Toml::string(DEFAULT_TOML))
+                .merge(Toml::string(&toml))
+                .extract()
+                .unwrap_or_else(|e| panic!("{e}"));
+            let err = config.validate().err().map(|e| e.to_string());
+            assert!(
+                err.as_deref().is_some_and(|e| e.contains(key)),
+                "{key} = {value}: {err:?}"
+            );
         }
     }
 }

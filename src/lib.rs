@@ -15,3 +15,4 @@ pub mod state;
 pub mod store;
 pub mod sync;
 pub mod telemetry;
+pub mod tuning;

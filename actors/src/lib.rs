@@ -10,6 +10,7 @@ pub mod customers;
 pub mod db;
 pub mod error;
 pub mod input;
+pub mod mailbox;
 pub mod metrics;
 pub mod purchases;
 pub mod role;
@@ -25,4 +26,5 @@ pub mod wire;
 
 pub use error::{Error, Result};
 pub use role::Role;
+pub use runtime::{ActorStats, BranchOverride, Kind};
 pub use runtime::{Command, Registry, RuntimeConfig};

@@ -1,5 +1,13 @@
 //! Actor metrics, registered in the process-wide Prometheus registry that
 //! `GET /metrics` renders.
+//!
+//! Label cardinality: the mailbox series (`actor_mailbox_depth`,
+//! `actor_mailbox_capacity`, `actor_mailbox_rejected_total`,
+//! `actor_mailbox_wait_seconds`) carry `kind` and the `branch` or `device`
+//! id of their actor (the other label empty): one series (one histogram for
+//! the wait) per live actor of the process, that is at most one per branch
+//! and per till that sent work to it since it started. Nothing else is keyed
+//! by an id: handling time stays by kind and command, group sizes by kind.
 
 use std::sync::LazyLock;
 
@@ -11,8 +19,8 @@ use prometheus::{
 pub static MAILBOX_DEPTH: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     register_int_gauge_vec!(
         "actor_mailbox_depth",
-        "Messages waiting in actor mailboxes, by actor kind",
-        &["kind"]
+        "Requests waiting for an actor (messages in its mailbox, plus REST sales waiting for a branch's group commit), by actor",
+        &["kind", "branch", "device"]
     )
     .expect("metric registers once")
 });
@@ -20,8 +28,8 @@ pub static MAILBOX_DEPTH: LazyLock<IntGaugeVec> = LazyLock::new(|| {
 pub static MAILBOX_REJECTED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!(
         "actor_mailbox_rejected_total",
-        "Messages refused because the actor's mailbox was full (answered 503)",
-        &["kind"]
+        "Requests refused because the actor's mailbox (or a branch's sale queue) was full (answered 503), by actor",
+        &["kind", "branch", "device"]
     )
     .expect("metric registers once")
 });
@@ -29,9 +37,18 @@ pub static MAILBOX_REJECTED: LazyLock<IntCounterVec> = LazyLock::new(|| {
 pub static MAILBOX_WAIT: LazyLock<HistogramVec> = LazyLock::new(|| {
     register_histogram_vec!(
         "actor_mailbox_wait_seconds",
-        "Time a message waited in the mailbox before handling",
-        &["kind"],
+        "Time a request waited for its actor before handling (a REST sale: until its group commit took it), by actor",
+        &["kind", "branch", "device"],
         vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5]
+    )
+    .expect("metric registers once")
+});
+
+pub static MAILBOX_CAPACITY: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    register_int_gauge_vec!(
+        "actor_mailbox_capacity",
+        "Requests an actor admits before refusing (its mailbox capacity, changeable per branch at run time), by actor",
+        &["kind", "branch", "device"]
     )
     .expect("metric registers once")
 });

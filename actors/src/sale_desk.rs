@@ -16,24 +16,32 @@
 //!
 //! Admission stays bounded: a branch's queue holds at most the branch
 //! mailbox capacity, and a sale that finds it full is refused (503) at once.
+//!
+//! Both bounds are per branch and read on every sale, so a branch's
+//! override (`Registry::set_branch_overrides`) applies to the next sale.
+//! Queued sales count in the branch actor's depth, a full queue in its
+//! refusals, and a sale's wait (until a drain takes it) is the actor's wait.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use tokio::sync::{oneshot, Notify};
 use uuid::Uuid;
 
 use crate::db::Pool;
 use crate::error::{Error, Result};
+use crate::mailbox::Mailbox;
 use crate::metrics::SALE_BATCH_SIZE;
-use crate::runtime::{Command, Registry};
+use crate::runtime::{Command, Kind, Registry};
 use crate::sales::{self, CreateSale, NewSale, Outcome};
 
 const QUEUE_FULL: &str = "This branch is handling too many sales; please retry shortly.";
 
 struct Pending {
     ticket: u64,
+    enqueued: Instant,
     sale: NewSale,
     reply: oneshot::Sender<Result<Outcome>>,
 }
@@ -46,22 +54,40 @@ struct Waiting {
 }
 
 /// The sales waiting for one branch's actor.
-#[derive(Default)]
 struct Queue {
     waiting: Mutex<Waiting>,
     /// Woken when a drain ends, so a seller still queued schedules the next.
     drain_ended: Notify,
+    /// The branch actor's mailbox: depth, refusals and waits are counted there.
+    mailbox: Arc<Mailbox>,
 }
 
 impl Queue {
+    fn new(mailbox: Arc<Mailbox>) -> Self {
+        Queue {
+            waiting: Mutex::new(Waiting::default()),
+            drain_ended: Notify::new(),
+            mailbox,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Waiting> {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn take(&self, max: usize) -> Vec<Pending> {
-        let mut w = self.lock();
-        let n = w.sales.len().min(max);
-        w.sales.drain(..n).collect()
+        let taken: Vec<Pending> = {
+            let mut w = self.lock();
+            let n = w.sales.len().min(max);
+            w.sales.drain(..n).collect()
+        };
+        let now = Instant::now();
+        self.mailbox.queued(-(taken.len() as i64));
+        for p in &taken {
+            self.mailbox
+                .waited(now.saturating_duration_since(p.enqueued));
+        }
+        taken
     }
 
     /// True when this seller should send the drain: its sale is still
@@ -83,11 +109,17 @@ impl Queue {
 
     /// Takes back a sale nobody drained yet; false when a drain has it.
     fn withdraw(&self, ticket: u64) -> bool {
-        let mut w = self.lock();
-        match w.sales.iter().position(|p| p.ticket == ticket) {
-            Some(i) => w.sales.remove(i).is_some(),
-            None => false,
+        let removed = {
+            let mut w = self.lock();
+            match w.sales.iter().position(|p| p.ticket == ticket) {
+                Some(i) => w.sales.remove(i).is_some(),
+                None => false,
+            }
+        };
+        if removed {
+            self.mailbox.queued(-1);
         }
+        removed
     }
 }
 
@@ -96,49 +128,68 @@ pub struct SaleDesk {
     queues: Mutex<HashMap<Uuid, Arc<Queue>>>,
     tickets: AtomicU64,
     max_batch: usize,
-    max_waiting: usize,
 }
 
 impl SaleDesk {
-    /// `max_batch` sales at most share a commit; `max_waiting` may wait per
-    /// branch (the branch mailbox capacity).
-    pub fn new(max_batch: usize, max_waiting: usize) -> Self {
+    /// `max_batch` sales at most share a commit unless the branch's
+    /// override says otherwise; as many sales may wait per branch as its
+    /// mailbox admits (`Registry::capacity`).
+    pub fn new(max_batch: usize) -> Self {
         SaleDesk {
             queues: Mutex::new(HashMap::new()),
             tickets: AtomicU64::new(0),
             max_batch: max_batch.max(1),
-            max_waiting: max_waiting.max(1),
         }
     }
 
-    fn queue(&self, branch_id: Uuid) -> Arc<Queue> {
+    /// The group-commit size when a branch has no override.
+    pub fn default_batch_max(&self) -> usize {
+        self.max_batch
+    }
+
+    /// The most sales of `branch_id` one commit makes now.
+    pub fn batch_max(&self, registry: &Registry, branch_id: Uuid) -> usize {
+        registry
+            .branch_override(branch_id)
+            .sale_batch_max
+            .unwrap_or(self.max_batch)
+            .max(1)
+    }
+
+    fn queue(&self, registry: &Registry, branch_id: Uuid) -> Arc<Queue> {
         let mut map = self.queues.lock().unwrap_or_else(|p| p.into_inner());
-        map.entry(branch_id).or_default().clone()
+        map.entry(branch_id)
+            .or_insert_with(|| Arc::new(Queue::new(registry.mailbox(Kind::Branch, branch_id))))
+            .clone()
     }
 
     /// Makes the sale on its branch's actor, possibly in one commit with
     /// other sales of the branch. A full queue or mailbox refuses it (503).
     pub async fn sell(&self, registry: &Registry, sale: NewSale) -> Result<Outcome> {
-        if self.max_batch == 1 {
-            return registry.branch(sale.branch_id, CreateSale(sale)).await;
-        }
         let branch_id = sale.branch_id;
-        let queue = self.queue(branch_id);
+        let max_batch = self.batch_max(registry, branch_id);
+        if max_batch == 1 {
+            return registry.branch(branch_id, CreateSale(sale)).await;
+        }
+        let max_waiting = registry.capacity(Kind::Branch, branch_id);
+        let queue = self.queue(registry, branch_id);
         let ticket = self.tickets.fetch_add(1, Ordering::Relaxed);
         let (reply, answer) = oneshot::channel();
         {
             let mut w = queue.lock();
-            if w.sales.len() >= self.max_waiting {
-                crate::metrics::MAILBOX_REJECTED
-                    .with_label_values(&["branch"])
-                    .inc();
-                return Err(Error::busy(QUEUE_FULL));
+            if w.sales.len() >= max_waiting {
+                drop(w);
+                queue.mailbox.refused();
+                return Err(Error::mailbox_full(QUEUE_FULL));
             }
             w.sales.push_back(Pending {
                 ticket,
+                enqueued: Instant::now(),
                 sale,
                 reply,
             });
+            // Counted under the lock, so a drain never takes it uncounted.
+            queue.mailbox.queued(1);
         }
         tokio::pin!(answer);
         let dropped = || Err(Error::internal("a queued sale was dropped unanswered"));
@@ -151,7 +202,7 @@ impl SaleDesk {
             if queue.claim_drain(ticket) {
                 let drain = Drain {
                     queue: queue.clone(),
-                    max: self.max_batch,
+                    max: max_batch,
                 };
                 if let Err(refused) = registry.branch(branch_id, drain).await {
                     queue.drain_done();
@@ -189,6 +240,8 @@ impl Drop for DrainEnd {
 impl Command for Drain {
     type Output = ();
     const NAME: &'static str = "create_sales";
+    // The sales it makes record their own waits, from when they queued.
+    const RECORDS_WAIT: bool = false;
 
     async fn run(self, pool: Pool) -> Result<()> {
         let _end = DrainEnd(self.queue.clone());

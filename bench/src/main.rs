@@ -229,6 +229,13 @@ async fn scrape_metrics(http: &reqwest::Client, root: &str) -> BTreeMap<String, 
         {
             continue;
         }
+        // Mailbox series are per actor (`branch`, `device`); the report
+        // sums them per kind.
+        let labels: Vec<&str> = labels
+            .split(',')
+            .filter(|l| !l.starts_with("branch=") && !l.starts_with("device="))
+            .collect();
+        let labels = labels.join(",");
         let entry = out.entry(format!("{base}{{{labels}}}")).or_default();
         if is_sum {
             entry.0 += value;

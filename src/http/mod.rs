@@ -37,6 +37,8 @@ pub mod prescriptions;
 // Dashboard and reports (issue 7 items 1-3).
 pub mod dashboard;
 pub mod reports;
+// Live actor tuning (issue 20 item 4).
+pub mod ops;
 
 use actix_web::dev::ServiceResponse;
 use actix_web::http::header;
@@ -73,6 +75,7 @@ pub fn configure_api(cfg: &mut web::ServiceConfig) {
     audit_log::configure(cfg);
     dashboard::configure(cfg);
     reports::configure(cfg);
+    ops::configure(cfg);
     openapi::configure_api(cfg);
 }
 

@@ -62,6 +62,7 @@ use crate::http;
         http::dashboard::summary, http::dashboard::branch_comparison,
         http::reports::sales, http::reports::by_pharmacist, http::reports::inventory,
         http::reports::purchases, http::reports::vat,
+        http::ops::list, http::ops::get_branch, http::ops::put_branch, http::ops::delete_branch,
     ),
     components(schemas(actors::error::Problem, actors::Role)),
     modifiers(&BearerAuth, &CommonResponses, &RequestRules),
@@ -93,6 +94,7 @@ use crate::http;
         (name = "compliance", description = "The books an inspector reads"),
         (name = "dashboard", description = "Today's figures and the branch comparison"),
         (name = "reports", description = "Sales, pharmacists, inventory, purchases and VAT"),
+        (name = "ops", description = "Live actors and per-branch mailbox tuning (admin)"),
     )
 )]
 pub struct ApiDoc;

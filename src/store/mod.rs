@@ -1,5 +1,6 @@
 //! Read queries and simple writes, built with sea-query, one module per area.
 
+pub mod actor_overrides;
 pub mod approvals;
 pub mod audit;
 pub mod auth_sessions;

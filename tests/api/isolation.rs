@@ -1025,6 +1025,15 @@ fn role_rules() -> Vec<Rule> {
         ),
         rule(M::GET, "/currency/branch", none(), ALL),
         rule(M::GET, "/audit-log", none(), AUDIT),
+        rule(M::GET, "/ops/actors", none(), ADMIN),
+        rule(M::GET, "/ops/actors/branches/{branch}", none(), ADMIN),
+        rule(
+            M::PUT,
+            "/ops/actors/branches/{rand}",
+            b(json!({"mailbox": 8})),
+            ADMIN,
+        ),
+        rule(M::DELETE, "/ops/actors/branches/{rand}", none(), ADMIN),
         rule(
             M::POST,
             "/prescriptions",

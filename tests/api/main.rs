@@ -54,3 +54,4 @@ mod isolation;
 mod limits;
 mod token_attacks;
 mod token_lifetime;
+mod ops_actors;

@@ -48,3 +48,5 @@ mod fuzz_bodies;
 mod isolation;
 mod limits;
 mod token_attacks;
+// The API document as a contract (issue 20).
+mod openapi_contract;

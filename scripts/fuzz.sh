@@ -18,6 +18,8 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 OUT="$ROOT/target/fuzz"
 VENV="$OUT/venv"
 PORT=${FUZZ_PORT:-18089}
@@ -58,23 +60,13 @@ if [ -z "${PHARMACY_BIN:-}" ]; then
     PHARMACY_BIN="$ROOT/target/release/pharmacy"
 fi
 
-# 3. A throw-away database in the fuzz cluster; the server seeds the demo
-#    chain into it on first start (no DATABASE_URL: the binary's own cluster).
-DB="fuzz_$(date +%s)_$$"
-export APP_ENV=development HOST=127.0.0.1 PORT="$PORT"
-export PHARMACY__DEVDB__DIR="$OUT/pg" PHARMACY__DEVDB__PORT="$PG_PORT"
-export PHARMACY__DEVDB__DATABASE="$DB"
+# 3. A throw-away database in the fuzz cluster (scripts/lib.sh's
+#    server_start, below); the server seeds the demo chain into it.
 # Tokens must outlive the run; the fuzzer's wrong logins must not lock the
 # run's own sign-in out (they are taken first anyway).
 export PHARMACY__AUTH__ACCESS_TOKEN_MINUTES=720
 export PHARMACY__LOG__FORMAT=text PHARMACY__LOG__LEVEL=${FUZZ_LOG_LEVEL:-warn}
-unset DATABASE_URL
-LOG="$OUT/server.log"
-PSQL=""
-for dir in "${PG_BIN:-}" /usr/lib/postgresql/*/bin; do
-    if [ -n "$dir" ] && [ -x "$dir/psql" ]; then PSQL="$dir/psql"; break; fi
-done
-[ -z "$PSQL" ] && PSQL=$(command -v psql || true)
+export PHARMACY_BIN
 
 # 4. The run's configuration. Every default check stays on. One documented
 #    allowance: `positive_data_acceptance` also accepts a 400 on the
@@ -100,42 +92,14 @@ include-path-regex = "^/api/v1/(sales|reports/.*|compliance/(prescription-book|c
 checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409", "429"]
 TOML
 
-SERVER_PID=""
 cleanup() {
-    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
-        kill -TERM "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
-    if [ "$KEEP" = 0 ] && [ -n "$PSQL" ]; then
-        local url="postgres://postgres@127.0.0.1:$PG_PORT/postgres" data
-        data=$("$PSQL" -Atq "$url" -c "SHOW data_directory" 2>/dev/null || true)
-        "$PSQL" -q "$url" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" >/dev/null 2>&1 || true
-        # Stop the fuzz cluster too, so its port is free for the next run.
-        if [ -n "$data" ] && [ -x "$(dirname "$PSQL")/pg_ctl" ]; then
-            local pg_ctl owner
-            pg_ctl="$(dirname "$PSQL")/pg_ctl"
-            owner=$(stat -c %U "$data" 2>/dev/null || echo root)
-            if [ "$(id -u)" -eq 0 ] && [ "$owner" != root ]; then
-                runuser -u "$owner" -- "$pg_ctl" stop -m fast -D "$data" >/dev/null 2>&1 || true
-            else
-                "$pg_ctl" stop -m fast -D "$data" >/dev/null 2>&1 || true
-            fi
-        fi
-    fi
+    if [ "$KEEP" = 1 ]; then server_stop keep; else server_stop; fi
 }
 trap cleanup EXIT
 
-echo "fuzz: starting the server on 127.0.0.1:$PORT (database $DB, log $LOG)"
-"$PHARMACY_BIN" serve >"$LOG" 2>&1 &
-SERVER_PID=$!
-for _ in $(seq 1 240); do
-    if curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1; then break; fi
-    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
-        echo "fuzz: the server did not start:" >&2; tail -20 "$LOG" >&2; exit 1
-    fi
-    sleep 1
-done
-curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null
+echo "fuzz: starting the server on 127.0.0.1:$PORT (log $OUT/server.log)"
+server_start "$OUT" "$PORT" "$PG_PORT" fuzz
+LOG=$SERVER_LOG
 
 login() {
     curl -fsS -X POST "http://127.0.0.1:$PORT/api/v1/auth/login" \

@@ -121,6 +121,7 @@ pub async fn list(state: web::Data<AppState>, caller: Caller) -> Result<HttpResp
     Ok(HttpResponse::Ok().json(BranchList { items, total }))
 }
 
+/// One branch; 404 for a branch the caller may not see.
 #[utoipa::path(get, path = "/api/v1/branches/{id}", tag = "branches", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Branch), (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -141,6 +142,7 @@ pub async fn get(
     Ok(HttpResponse::Ok().json(branch))
 }
 
+/// Creates a branch (admin); its currency defaults to the base currency.
 #[utoipa::path(post, path = "/api/v1/branches", tag = "branches", security(("bearer" = [])),
     request_body = BranchCreate,
     responses((status = 201, body = Branch), (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -188,6 +190,7 @@ async fn base_currency(client: &deadpool_postgres::Client) -> Result<String> {
         .unwrap_or_else(|| "UGX".to_owned()))
 }
 
+/// Changes the fields sent of a branch (admin).
 #[utoipa::path(put, path = "/api/v1/branches/{id}", tag = "branches", security(("bearer" = [])),
     params(("id" = String, Path)), request_body = BranchUpdate,
     responses((status = 200, body = Branch), (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -234,6 +237,7 @@ pub async fn update(
     Ok(HttpResponse::Ok().json(branch))
 }
 
+/// Soft-deletes a branch (admin); 409 while it has active users or is the caller's own.
 #[utoipa::path(delete, path = "/api/v1/branches/{id}", tag = "branches", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 204), (status = 401, body = Problem, content_type = "application/problem+json"),

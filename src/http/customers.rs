@@ -47,6 +47,7 @@ pub struct CustomerPage {
     pub page_size: i64,
 }
 
+/// Customers by name, 20 per page, optionally filtered by `search`.
 #[utoipa::path(get, path = "/api/v1/customers", tag = "customers", security(("bearer" = [])),
     params(CustomerQuery, PageParams),
     responses((status = 200, body = CustomerPage), (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -64,6 +65,7 @@ pub async fn list(
     Ok(HttpResponse::Ok().json(Paged::new(items, total, page)))
 }
 
+/// One customer with their credit limit and balance.
 #[utoipa::path(get, path = "/api/v1/customers/{id}", tag = "customers", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = CustomerView), (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -81,6 +83,7 @@ pub async fn get(
     Ok(HttpResponse::Ok().json(customer.view()))
 }
 
+/// Creates a customer.
 #[utoipa::path(post, path = "/api/v1/customers", tag = "customers", security(("bearer" = [])),
     request_body = CustomerWrite,
     responses((status = 201, body = CustomerView), (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -99,6 +102,7 @@ pub async fn create(
     Ok(HttpResponse::Created().json(customer.view()))
 }
 
+/// Changes the fields sent of a customer.
 #[utoipa::path(put, path = "/api/v1/customers/{id}", tag = "customers", security(("bearer" = [])),
     params(("id" = String, Path)), request_body = CustomerWrite,
     responses((status = 200, body = CustomerView), (status = 400, body = Problem, content_type = "application/problem+json"),

@@ -2,7 +2,6 @@
 
 use actix_web::{web, HttpResponse};
 use prometheus::Encoder;
-use serde_json::json;
 
 use crate::state::AppState;
 use crate::telemetry;
@@ -15,15 +14,23 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/metrics").route(web::get().to(metrics)));
 }
 
+/// The answer of `/healthz` and `/readyz`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct Health {
+    /// `ok` (the process is up) or `ready` (the database answers).
+    #[schema(examples("ok", "ready"))]
+    pub status: &'static str,
+}
+
 /// The process is up.
-#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "Up")))]
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "Up", body = Health)))]
 pub async fn healthz() -> HttpResponse {
-    HttpResponse::Ok().json(json!({ "status": "ok" }))
+    HttpResponse::Ok().json(Health { status: "ok" })
 }
 
 /// The database is reachable.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
-    responses((status = 200, description = "Ready"), (status = 503, body = Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "Ready", body = Health), (status = 503, body = Problem, content_type = "application/problem+json")))]
 pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse> {
     let client = state
         .pool
@@ -34,11 +41,11 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse> {
         .simple_query("SELECT 1")
         .await
         .map_err(|_| Error::database_unavailable(2))?;
-    Ok(HttpResponse::Ok().json(json!({ "status": "ready" })))
+    Ok(HttpResponse::Ok().json(Health { status: "ready" }))
 }
 
 /// Prometheus text exposition.
-#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
+#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     telemetry::record_pool(&state.pool);
     let mut buf = Vec::new();

@@ -46,6 +46,7 @@ pub struct MedicinePage {
     pub page_size: i64,
 }
 
+/// The catalogue with live stock, 20 per page, filtered by `search` and `category`.
 #[utoipa::path(get, path = "/api/v1/medicines", tag = "medicines", security(("bearer" = [])),
     params(MedicineQuery, PageParams),
     responses((status = 200, body = MedicinePage), (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -92,6 +93,7 @@ pub async fn get(
     Ok(HttpResponse::Ok().json(medicine.view()))
 }
 
+/// Adds a medicine to the catalogue.
 #[utoipa::path(post, path = "/api/v1/medicines", tag = "medicines", security(("bearer" = [])),
     request_body = MedicineWrite,
     responses((status = 201, body = MedicineView), (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -111,6 +113,7 @@ pub async fn create(
     Ok(HttpResponse::Created().json(medicine.view()))
 }
 
+/// Changes the fields sent of a medicine; a price change is audited.
 #[utoipa::path(put, path = "/api/v1/medicines/{id}", tag = "medicines", security(("bearer" = [])),
     params(("id" = String, Path)), request_body = MedicineWrite,
     responses((status = 200, body = MedicineView), (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -133,6 +136,7 @@ pub async fn update(
     Ok(HttpResponse::Ok().json(medicine.view()))
 }
 
+/// Soft-deletes a medicine: it leaves the catalogue and is no longer sold.
 #[utoipa::path(delete, path = "/api/v1/medicines/{id}", tag = "medicines", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 204), (status = 401, body = Problem, content_type = "application/problem+json"),

@@ -7,6 +7,8 @@ use utoipa::{Modify, OpenApi};
 
 use crate::http;
 
+mod contract;
+
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -117,20 +119,45 @@ impl Modify for BearerAuth {
 }
 
 /// Documents the answers every route of a kind can give, whatever its
-/// handler: 400 for a malformed query or body, 401 without a valid token,
-/// 404 for a path id that names nothing, 413 for an oversized body and 503
-/// while the database is unreachable or too slow. Each is a problem body.
+/// handler, where the route does not declare them itself: 400 for a
+/// malformed query or body, 401 without a valid token, 403 when the
+/// caller's role or branch may not do it, 404 for a path id that names
+/// nothing, 409 when a write meets a state that does not allow it, 413 for an
+/// oversized body, 429 over a rate limit and 503 while the database is
+/// unreachable or too slow. Each is an `application/problem+json` body
+/// (`Problem`); 429 and 503 carry `Retry-After`. Every response gets a
+/// description (utoipa leaves the undescribed ones empty).
 struct CommonResponses;
+
+/// The standard description of a status.
+fn status_description(status: &str) -> &'static str {
+    match status {
+        "200" => "OK.",
+        "201" => "Created.",
+        "204" => "Done; no body.",
+        "400" => "The request is malformed or a value is invalid; `field` names the offending field where there is one.",
+        "401" => "No valid access token.",
+        "403" => "The caller's role or branch does not allow this.",
+        "404" => "The id names nothing (a malformed id included).",
+        "409" => "The record's state does not allow this, or a unique value is taken.",
+        "413" => "The body is larger than the limit.",
+        "429" => "Too many requests; retry after `Retry-After` seconds.",
+        "503" => "The database is unreachable or too slow, or the service is busy; retry after `Retry-After` seconds.",
+        _ => "See the problem body.",
+    }
+}
 
 impl Modify for CommonResponses {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::header::HeaderBuilder;
         use utoipa::openapi::path::ParameterIn;
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
         use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 
-        let problem = |description: &str| {
+        let problem = |status: &str| {
             RefOr::T(
                 ResponseBuilder::new()
-                    .description(description)
+                    .description(status_description(status))
                     .content(
                         actors::error::PROBLEM_JSON,
                         ContentBuilder::new()
@@ -140,18 +167,18 @@ impl Modify for CommonResponses {
                     .build(),
             )
         };
+        let retry_after = HeaderBuilder::new()
+            .schema(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(0)),
+            )
+            .description(Some("Seconds to wait before retrying."))
+            .build();
         for (path, item) in openapi.paths.paths.iter_mut() {
             let needs_database = !matches!(path.as_str(), "/healthz" | "/metrics");
-            for op in [
-                &mut item.get,
-                &mut item.put,
-                &mut item.post,
-                &mut item.delete,
-                &mut item.patch,
-            ]
-            .into_iter()
-            .flatten()
-            {
+            let api = path.starts_with("/api/");
+            for (method, op) in contract::operations_mut(item) {
                 let params = op.parameters.as_deref().unwrap_or_default();
                 let has_path = params
                     .iter()
@@ -161,29 +188,48 @@ impl Modify for CommonResponses {
                     .any(|p| matches!(p.parameter_in, ParameterIn::Query));
                 let has_body = op.request_body.is_some();
                 let secured = op.security.as_ref().is_some_and(|s| !s.is_empty());
-                let mut add = |status: &str, description: &str| {
+                let write = method != "get";
+                let mut add = |status: &str| {
                     op.responses
                         .responses
                         .entry(status.to_owned())
-                        .or_insert_with(|| problem(description));
+                        .or_insert_with(|| problem(status));
                 };
                 if has_query || has_body {
-                    add("400", "The request is malformed or a value is invalid.");
+                    add("400");
                 }
                 if secured {
-                    add("401", "No valid access token.");
+                    add("401");
+                    add("403");
                 }
                 if has_path {
-                    add("404", "The id names nothing (a malformed id included).");
+                    add("404");
+                }
+                if secured && write {
+                    add("409");
                 }
                 if has_body {
-                    add("413", "The body is larger than the limit.");
+                    add("413");
+                }
+                if api {
+                    add("429");
                 }
                 if needs_database {
-                    add(
-                        "503",
-                        "The database is unreachable or too slow, or the service is busy; retry after `Retry-After` seconds.",
-                    );
+                    add("503");
+                }
+                for (status, response) in op.responses.responses.iter_mut() {
+                    let RefOr::T(response) = response else {
+                        continue;
+                    };
+                    if response.description.trim().is_empty() {
+                        response.description = status_description(status).to_owned();
+                    }
+                    if matches!(status.as_str(), "429" | "503") {
+                        response
+                            .headers
+                            .entry("Retry-After".to_owned())
+                            .or_insert_with(|| retry_after.clone());
+                    }
                 }
             }
         }
@@ -450,8 +496,17 @@ pub fn allowed_methods(path: &str) -> Option<String> {
         .map(|(_, methods)| methods.clone())
 }
 
+/// The served document: the annotations' document, then one readable,
+/// unique `operationId` per operation (derived from the route), one-line
+/// summaries, optional bodies as such, and examples on the money and date
+/// fields.
 pub fn document() -> utoipa::openapi::OpenApi {
-    ApiDoc::openapi()
+    let mut doc = ApiDoc::openapi();
+    contract::assign_operation_ids(&mut doc);
+    contract::tidy_summaries(&mut doc);
+    contract::optional_bodies(&mut doc);
+    contract::money_and_date_examples(&mut doc);
+    doc
 }
 
 pub fn configure_api(cfg: &mut web::ServiceConfig) {
@@ -464,4 +519,49 @@ async fn openapi_json() -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/json")
         .body(DOC.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every operation has a unique camelCase id and a one-line summary
+    /// (from its handler's doc comment), and no two routes derive the same
+    /// id (a clash would fall back to a long id naming the whole path: give
+    /// one of them an entry in `contract::NAMED`).
+    #[test]
+    fn every_operation_has_a_unique_readable_id_and_a_summary() {
+        let mut raw = ApiDoc::openapi();
+        let clashes = contract::assign_operation_ids(&mut raw);
+        assert!(
+            clashes.is_empty(),
+            "derived ids shared by two routes: {clashes:?}"
+        );
+
+        let mut doc = document();
+        let mut seen = std::collections::BTreeSet::new();
+        let mut problems = Vec::new();
+        for (path, item) in doc.paths.paths.iter_mut() {
+            for (method, op) in contract::operations_mut(item) {
+                let id = op.operation_id.clone().unwrap_or_default();
+                let readable = id.len() <= 40
+                    && id.starts_with(|c: char| c.is_ascii_lowercase())
+                    && id.chars().all(|c| c.is_ascii_alphanumeric());
+                if !readable {
+                    problems.push(format!("{method} {path}: id {id:?} is not camelCase"));
+                }
+                if !seen.insert(id.clone()) {
+                    problems.push(format!("{method} {path}: id {id:?} is used twice"));
+                }
+                match op.summary.as_deref() {
+                    Some(s) if !s.trim().is_empty() && !s.contains('\n') => {}
+                    other => problems.push(format!(
+                        "{method} {path}: summary {other:?} (give the handler a doc comment)"
+                    )),
+                }
+            }
+        }
+        assert!(seen.len() > 100, "{} operations", seen.len());
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
 }

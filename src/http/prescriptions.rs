@@ -98,6 +98,7 @@ fn lines(items: Option<Vec<PrescriptionItemWrite>>) -> Result<Vec<NewItem>> {
         .collect()
 }
 
+/// Files a `PENDING` prescription with its lines on the caller's branch.
 #[utoipa::path(post, path = "/api/v1/prescriptions", tag = "prescriptions", security(("bearer" = [])),
     request_body = PrescriptionCreate,
     responses((status = 201, body = Prescription), (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -198,6 +199,7 @@ async fn visible<C: deadpool_postgres::GenericClient + Sync>(
         .ok_or_else(|| Error::not_found("Prescription not found"))
 }
 
+/// One prescription with its lines.
 #[utoipa::path(get, path = "/api/v1/prescriptions/{id}", tag = "prescriptions", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Prescription), (status = 401, body = Problem, content_type = "application/problem+json"),

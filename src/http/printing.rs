@@ -187,6 +187,7 @@ pub async fn list_printers(
     Ok(HttpResponse::Ok().json(PrinterList { items, total }))
 }
 
+/// Adds a printer to a branch.
 #[utoipa::path(post, path = "/api/v1/printing/printers", tag = "printing", security(("bearer" = [])),
     request_body = PrinterWrite,
     responses((status = 201, body = Printer), (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -231,6 +232,7 @@ async fn same_branch(state: &AppState, kind: Kind, id: Uuid, named: Option<Uuid>
     }
 }
 
+/// Changes the fields sent of a printer.
 #[utoipa::path(put, path = "/api/v1/printing/printers/{id}", tag = "printing", security(("bearer" = [])),
     params(("id" = String, Path)), request_body = PrinterWrite,
     responses((status = 200, body = Printer), (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -373,6 +375,7 @@ pub async fn list_templates(
     Ok(HttpResponse::Ok().json(TemplateList { items, total }))
 }
 
+/// Adds a receipt template to a branch.
 #[utoipa::path(post, path = "/api/v1/printing/receipt-templates", tag = "printing", security(("bearer" = [])),
     request_body = TemplateWrite,
     responses((status = 201, body = ReceiptTemplate), (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -398,6 +401,7 @@ pub async fn create_template(
     Ok(HttpResponse::Created().json(ReceiptTemplate::from_row(&row)))
 }
 
+/// Changes the fields sent of a receipt template.
 #[utoipa::path(put, path = "/api/v1/printing/receipt-templates/{id}", tag = "printing", security(("bearer" = [])),
     params(("id" = String, Path)), request_body = TemplateWrite,
     responses((status = 200, body = ReceiptTemplate), (status = 400, body = Problem, content_type = "application/problem+json"),

@@ -58,6 +58,7 @@ pub async fn create(
     Ok(HttpResponse::Created().json(outcome.sale))
 }
 
+/// One sale with its lines.
 #[utoipa::path(get, path = "/api/v1/sales/{id}", tag = "sales", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Sale), (status = 401, body = Problem, content_type = "application/problem+json"),

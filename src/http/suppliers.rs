@@ -43,6 +43,7 @@ pub struct SupplierPage {
     pub page_size: i64,
 }
 
+/// Suppliers by name, 20 per page.
 #[utoipa::path(get, path = "/api/v1/suppliers", tag = "suppliers", security(("bearer" = [])),
     params(SupplierQuery, PageParams),
     responses((status = 200, body = SupplierPage), (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -70,6 +71,7 @@ pub async fn list(
     Ok(HttpResponse::Ok().json(Paged::new(items, total, page)))
 }
 
+/// One supplier.
 #[utoipa::path(get, path = "/api/v1/suppliers/{id}", tag = "suppliers", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Supplier), (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -87,6 +89,7 @@ pub async fn get(
     Ok(HttpResponse::Ok().json(supplier))
 }
 
+/// Adds a supplier.
 #[utoipa::path(post, path = "/api/v1/suppliers", tag = "suppliers", security(("bearer" = [])),
     request_body = SupplierWrite,
     responses((status = 201, body = Supplier), (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -105,6 +108,7 @@ pub async fn create(
     Ok(HttpResponse::Created().json(supplier))
 }
 
+/// Changes the fields sent of a supplier.
 #[utoipa::path(put, path = "/api/v1/suppliers/{id}", tag = "suppliers", security(("bearer" = [])),
     params(("id" = String, Path)), request_body = SupplierWrite,
     responses((status = 200, body = Supplier), (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -126,6 +130,7 @@ pub async fn update(
     Ok(HttpResponse::Ok().json(supplier))
 }
 
+/// Soft-deletes a supplier.
 #[utoipa::path(delete, path = "/api/v1/suppliers/{id}", tag = "suppliers", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 204), (status = 401, body = Problem, content_type = "application/problem+json"),

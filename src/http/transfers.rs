@@ -174,6 +174,7 @@ pub async fn cancel(
     Ok(HttpResponse::Ok().json(transfer))
 }
 
+/// One transfer.
 #[utoipa::path(get, path = "/api/v1/transfers/{id}", tag = "transfers", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Transfer), (status = 401, body = Problem, content_type = "application/problem+json"),

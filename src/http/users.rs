@@ -163,6 +163,7 @@ async fn live_branch(client: &deadpool_postgres::Client, id: Uuid) -> Result<()>
     Ok(())
 }
 
+/// Staff accounts the caller manages, 20 per page.
 #[utoipa::path(get, path = "/api/v1/users", tag = "users", security(("bearer" = [])), params(UserQuery, PageParams),
     responses((status = 200, body = UserPage), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -185,6 +186,7 @@ pub async fn list(
     Ok(HttpResponse::Ok().json(Paged::new(items, total, page)))
 }
 
+/// One staff account (anyone may read their own).
 #[utoipa::path(get, path = "/api/v1/users/{id}", tag = "users", security(("bearer" = [])), params(("id" = String, Path)),
     responses((status = 200, body = User), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
@@ -206,6 +208,7 @@ pub async fn get(
     Ok(HttpResponse::Ok().json(user))
 }
 
+/// Creates a staff account; a branch manager only on its own branch and never an admin.
 #[utoipa::path(post, path = "/api/v1/users", tag = "users", security(("bearer" = [])), request_body = UserCreate,
     responses((status = 201, body = User), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -243,6 +246,7 @@ pub async fn create(
     Ok(HttpResponse::Created().json(user))
 }
 
+/// Changes the fields sent of a staff account; the change is audited.
 #[utoipa::path(put, path = "/api/v1/users/{id}", tag = "users", security(("bearer" = [])), params(("id" = String, Path)),
     request_body = UserUpdate,
     responses((status = 200, body = User), (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -328,6 +332,7 @@ pub async fn update(
     Ok(HttpResponse::Ok().json(user))
 }
 
+/// Deactivates a staff account and revokes its refresh tokens; the change is audited.
 #[utoipa::path(delete, path = "/api/v1/users/{id}", tag = "users", security(("bearer" = [])), params(("id" = String, Path)),
     responses((status = 204), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),

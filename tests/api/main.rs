@@ -55,3 +55,4 @@ mod limits;
 mod token_attacks;
 mod token_lifetime;
 mod ops_actors;
+mod openapi_contract;

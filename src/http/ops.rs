@@ -146,7 +146,7 @@ fn wait_ms(d: std::time::Duration) -> f64 {
 }
 
 /// The live actors of the answering process, branches first (by code).
-#[utoipa::path(get, path = "/api/v1/ops/actors", tag = "ops", operation_id = "ops_list_actors",
+#[utoipa::path(get, path = "/api/v1/ops/actors", tag = "ops",
     security(("bearer" = [])),
     responses((status = 200, body = ActorList), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
@@ -263,7 +263,7 @@ fn apply(state: &AppState, branch_id: Uuid, code: &str, stored: Option<&Stored>)
 
 /// A branch's tuning.
 #[utoipa::path(get, path = "/api/v1/ops/actors/branches/{branchId}", tag = "ops",
-    operation_id = "ops_get_branch_tuning", security(("bearer" = [])),
+    security(("bearer" = [])),
     params(("branchId" = String, Path)),
     responses((status = 200, body = BranchTuning), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
@@ -286,7 +286,7 @@ pub async fn get_branch(
 /// Sets the branch's mailbox capacity and group-commit size (admin),
 /// audited, and applied by every server process within a few seconds.
 #[utoipa::path(put, path = "/api/v1/ops/actors/branches/{branchId}", tag = "ops",
-    operation_id = "ops_set_branch_tuning", security(("bearer" = [])),
+    security(("bearer" = [])),
     params(("branchId" = String, Path)), request_body = BranchTuningWrite,
     responses((status = 200, body = BranchTuning), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -334,7 +334,7 @@ pub async fn put_branch(
 /// Removes the branch's stored override (admin): it goes back to the
 /// configured values. 204 also when it had none.
 #[utoipa::path(delete, path = "/api/v1/ops/actors/branches/{branchId}", tag = "ops",
-    operation_id = "ops_remove_branch_tuning", security(("bearer" = [])),
+    security(("bearer" = [])),
     params(("branchId" = String, Path)),
     responses((status = 204), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),

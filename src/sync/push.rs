@@ -28,8 +28,8 @@ use sha2::{Digest, Sha256};
 use tracing::Instrument;
 use uuid::Uuid;
 
-use actors::error::Code;
 use actors::db::Pool;
+use actors::error::Code;
 use actors::metrics::{SYNC_CHANGES, SYNC_PUSH_SECONDS};
 use actors::sales::{NewSale, Sale, SaleRequest};
 use actors::{db, Command, Error, Registry, Result, Role};

@@ -333,7 +333,10 @@ async fn over_long_text_is_400_naming_the_field_and_stores_nothing() {
             )],
         )
         .await;
-    assert_eq!(rejection(&answer), ("validation_failed".to_owned(), json!("phone")));
+    assert_eq!(
+        rejection(&answer),
+        ("validation_failed".to_owned(), json!("phone"))
+    );
     assert_eq!(d.count("SELECT count(*) FROM customers").await, 1);
     // A user's phone (synced to every till of the branch).
     let (status, user) = d
@@ -557,7 +560,10 @@ async fn a_conflict_keeps_only_the_fields_the_entity_has() {
             )],
         )
         .await;
-    assert_eq!(rejection(&answer), ("validation_failed".to_owned(), json!("name")));
+    assert_eq!(
+        rejection(&answer),
+        ("validation_failed".to_owned(), json!("name"))
+    );
     assert_eq!(d.count("SELECT count(*) FROM sync_conflicts").await, 1);
     // And the kept conflict resolves as before.
     let (status, resolved) = d

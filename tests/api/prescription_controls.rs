@@ -667,6 +667,9 @@ async fn a_price_below_the_selling_price_needs_a_manager_or_pharmacist_and_is_au
     assert_eq!(log["total"], 4, "{log}");
     let other = c.app.branch("OTH").await;
     let (_, other_auditor) = c.app.signed_in(other, Role::Auditor).await;
-    let (_, log) = c.app.get("/audit-log?entity_type=sale", &other_auditor).await;
+    let (_, log) = c
+        .app
+        .get("/audit-log?entity_type=sale", &other_auditor)
+        .await;
     assert_eq!(log["total"], 0, "{log}");
 }

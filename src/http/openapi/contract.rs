@@ -79,6 +79,11 @@ const NAMED: &[(&str, &str, &str)] = &[
         "getBranchComparison",
     ),
     (
+        "get",
+        "/api/v1/ops/actors/branches/{branchId}",
+        "getBranchActorTuning",
+    ),
+    (
         "put",
         "/api/v1/ops/actors/branches/{branchId}",
         "setBranchActorTuning",

@@ -25,6 +25,6 @@ pub mod transfers;
 pub mod wire;
 
 pub use error::{Error, Result};
-pub use role::Role;
+pub use role::{Action, Role};
 pub use runtime::{ActorStats, BranchOverride, Kind};
 pub use runtime::{Command, Registry, RuntimeConfig};

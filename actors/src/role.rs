@@ -1,4 +1,9 @@
-//! The roles named by the interface.
+//! The roles named by the interface, and the role policy: one table of the
+//! actions a caller may take and the roles allowed to take each. Handlers
+//! (`Caller::require`), sync push's per-entity rules and the domain rules
+//! (a price override, giving credit) all ask this table; no other file lists
+//! roles. The README's role matrix is rendered from it
+//! (`Action::markdown_table`), and a test keeps the two equal.
 
 use serde::{Deserialize, Serialize};
 
@@ -37,10 +42,271 @@ impl Role {
     pub fn parse(s: &str) -> Option<Role> {
         Role::ALL.into_iter().find(|r| r.as_str() == s)
     }
+
+    /// The column heading of the role matrix (the README's legend).
+    pub fn abbreviation(self) -> &'static str {
+        match self {
+            Role::Admin => "A",
+            Role::BranchManager => "BM",
+            Role::InventoryManager => "IM",
+            Role::Pharmacist => "P",
+            Role::Cashier => "C",
+            Role::Auditor => "AU",
+        }
+    }
 }
 
 impl std::fmt::Display for Role {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.pad(self.as_str())
+    }
+}
+
+/// Something only some roles may do. Whatever is not an action here (reads
+/// of the catalogue, sales, customers, the front desk's will-call and
+/// approval requests, one's own account) is open to every signed-in user,
+/// within its branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    Sell,
+    OverridePrice,
+    OpenCloseCashSession,
+    WriteCustomers,
+    TakeCustomerPayment,
+    GiveCredit,
+    WritePrescriptions,
+    DecideApprovals,
+    WriteCatalogue,
+    WriteSuppliers,
+    ReceivePurchases,
+    QuarantineBatches,
+    ReadReorderSuggestions,
+    ManageSupplierInvoices,
+    SubmitStockCount,
+    ManageTransfers,
+    ReadTransfers,
+    WriteCoupons,
+    ReadReports,
+    VerifyInvoiceChain,
+    ReadAuditLog,
+    ManageUsers,
+    ManageAdminUsers,
+    ManageDevices,
+    Push,
+    ResolveConflicts,
+    ManageBranches,
+    WorkOnAnyBranch,
+    ManagePrinting,
+    WriteSettings,
+    ManageCurrencyRates,
+    OperateActors,
+}
+
+use Role::{
+    Admin as A, Auditor as AU, BranchManager as BM, Cashier as C, InventoryManager as IM,
+    Pharmacist as P,
+};
+
+impl Action {
+    /// Every action, in the order of the README's role matrix.
+    pub const ALL: [Action; 32] = [
+        Action::Sell,
+        Action::OverridePrice,
+        Action::OpenCloseCashSession,
+        Action::WriteCustomers,
+        Action::TakeCustomerPayment,
+        Action::GiveCredit,
+        Action::WritePrescriptions,
+        Action::DecideApprovals,
+        Action::WriteCatalogue,
+        Action::WriteSuppliers,
+        Action::ReceivePurchases,
+        Action::QuarantineBatches,
+        Action::ReadReorderSuggestions,
+        Action::ManageSupplierInvoices,
+        Action::SubmitStockCount,
+        Action::ManageTransfers,
+        Action::ReadTransfers,
+        Action::WriteCoupons,
+        Action::ReadReports,
+        Action::VerifyInvoiceChain,
+        Action::ReadAuditLog,
+        Action::ManageUsers,
+        Action::ManageAdminUsers,
+        Action::ManageDevices,
+        Action::Push,
+        Action::ResolveConflicts,
+        Action::ManageBranches,
+        Action::WorkOnAnyBranch,
+        Action::ManagePrinting,
+        Action::WriteSettings,
+        Action::ManageCurrencyRates,
+        Action::OperateActors,
+    ];
+
+    /// The roles allowed to take this action: the role policy.
+    pub fn allowed(self) -> &'static [Role] {
+        match self {
+            // The till's work: anyone who serves customers at the counter.
+            Action::Sell
+            | Action::OpenCloseCashSession
+            | Action::WriteCustomers
+            | Action::TakeCustomerPayment => &[A, BM, P, C],
+            Action::OverridePrice | Action::WritePrescriptions => &[A, BM, P],
+            Action::GiveCredit
+            | Action::DecideApprovals
+            | Action::SubmitStockCount
+            | Action::WriteCoupons
+            | Action::ManageUsers
+            | Action::ManageDevices => &[A, BM],
+            // The catalogue and stock, without the counter.
+            Action::WriteCatalogue
+            | Action::WriteSuppliers
+            | Action::ManageSupplierInvoices
+            | Action::ManageTransfers => &[A, BM, IM],
+            Action::ReceivePurchases => &[A, P],
+            Action::QuarantineBatches | Action::ReadReorderSuggestions => &[A, BM, IM, P],
+            Action::ReadTransfers => &[A, BM, IM, AU],
+            Action::ReadReports | Action::VerifyInvoiceChain => &[A, BM, AU],
+            Action::ReadAuditLog => &[A, AU],
+            Action::Push => &[A, C],
+            Action::ManageAdminUsers
+            | Action::ResolveConflicts
+            | Action::ManageBranches
+            | Action::WorkOnAnyBranch
+            | Action::ManagePrinting
+            | Action::WriteSettings
+            | Action::ManageCurrencyRates
+            | Action::OperateActors => &[A],
+        }
+    }
+
+    /// Whether `role` may take this action.
+    pub fn permits(self, role: Role) -> bool {
+        self.allowed().contains(&role)
+    }
+
+    /// The action as the README's role matrix names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Action::Sell => "sell (`POST /sales`, pushed `sale`)",
+            Action::OverridePrice => "sell below the selling price (price override, audited)",
+            Action::OpenCloseCashSession => "open and close a cash session",
+            Action::WriteCustomers => "create, edit, delete customers (REST or pushed `customer`)",
+            Action::TakeCustomerPayment => "take a customer payment",
+            Action::GiveCredit => {
+                "give credit (`credit_limit` raised above 0, `is_credit_allowed` on)"
+            }
+            Action::WritePrescriptions => "create, dispense, cancel or delete a prescription",
+            Action::DecideApprovals => "approve or reject an approval request",
+            Action::WriteCatalogue => "create, edit, delete medicines (REST or pushed `medicine`)",
+            Action::WriteSuppliers => "create, edit, delete suppliers (REST or pushed `supplier`)",
+            Action::ReceivePurchases => "receive stock (`POST /purchases`)",
+            Action::QuarantineBatches => "quarantine, release or recall a batch",
+            Action::ReadReorderSuggestions => "read reorder suggestions",
+            Action::ManageSupplierInvoices => "record, list and pay supplier invoices",
+            Action::SubmitStockCount => "submit a stock count",
+            Action::ManageTransfers => "create, receive or cancel a transfer",
+            Action::ReadTransfers => "read transfers",
+            Action::WriteCoupons => "create a coupon",
+            Action::ReadReports => "read reports (`/reports/*`)",
+            Action::VerifyInvoiceChain => "verify the invoice chain (`GET /sales/verify-chain`)",
+            Action::ReadAuditLog => "read the audit log",
+            Action::ManageUsers => "list, create, edit, delete users; read another user",
+            Action::ManageAdminUsers => "create, edit or delete an admin user",
+            Action::ManageDevices => "register and revoke devices",
+            Action::Push => "push from a till (`POST /sync/push`; each change needs its row too)",
+            Action::ResolveConflicts => "list and resolve sync conflicts",
+            Action::ManageBranches => "create, edit, delete branches",
+            Action::WorkOnAnyBranch => "act on any branch (everyone else: its own only)",
+            Action::ManagePrinting => "create, edit, delete printers and receipt templates",
+            Action::WriteSettings => "change the settings (`PUT /settings`)",
+            Action::ManageCurrencyRates => "file a currency rate",
+            Action::OperateActors => {
+                "`GET /ops/actors`, `GET`/`PUT`/`DELETE /ops/actors/branches/{id}`"
+            }
+        }
+    }
+
+    /// The role matrix as a markdown table: one row per action, one column
+    /// per role, ✓ where the role may take the action.
+    pub fn markdown_table() -> String {
+        let mut out = String::from("| action |");
+        for role in Role::ALL {
+            out.push(' ');
+            out.push_str(role.abbreviation());
+            out.push_str(" |");
+        }
+        out.push_str("\n|---|");
+        out.push_str(&"---|".repeat(Role::ALL.len()));
+        out.push('\n');
+        for action in Action::ALL {
+            out.push_str("| ");
+            out.push_str(action.label());
+            out.push_str(" |");
+            for role in Role::ALL {
+                out.push_str(if action.permits(role) { " ✓ |" } else { " |" });
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.label())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_lists_every_action_once() {
+        let mut seen = std::collections::HashSet::new();
+        for a in Action::ALL {
+            assert!(seen.insert(a), "{a:?} twice in Action::ALL");
+            assert!(!a.allowed().is_empty(), "{a:?} admits nobody");
+            // An admin may do everything.
+            assert!(a.permits(Role::Admin), "{a:?} refuses admins");
+        }
+        // Adding a variant without listing it fails to compile in
+        // `allowed`/`label`; listing it is checked by the count here.
+        assert_eq!(seen.len(), Action::ALL.len());
+    }
+
+    #[test]
+    fn auditors_only_read() {
+        for a in Action::ALL {
+            if a.permits(Role::Auditor) {
+                assert!(
+                    matches!(
+                        a,
+                        Action::ReadReports
+                            | Action::VerifyInvoiceChain
+                            | Action::ReadAuditLog
+                            | Action::ReadTransfers
+                    ),
+                    "auditors may {a}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_table_has_a_row_per_action_and_a_column_per_role() {
+        let table = Action::markdown_table();
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines[0], "| action | A | BM | IM | P | C | AU |");
+        assert_eq!(lines.len(), Action::ALL.len() + 2);
+        assert_eq!(
+            lines[2],
+            "| sell (`POST /sales`, pushed `sale`) | ✓ | ✓ | | ✓ | ✓ | |"
+        );
+        for line in &lines {
+            assert_eq!(line.matches('|').count(), Role::ALL.len() + 2, "{line}");
+        }
     }
 }

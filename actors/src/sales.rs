@@ -14,9 +14,10 @@
 //! prescription to `DISPENSED` with itself as the sale. A prescription-only
 //! or controlled medicine (whatever its prescription flag) sells only
 //! against a prescription, and its register row names the prescription's
-//! patient and prescriber. A price below the selling price needs one of
-//! `PRICE_OVERRIDERS` and leaves an audit-log entry. Every such refusal
-//! happens in `prepare`, before the first write.
+//! patient and prescriber. A price below the selling price needs a role
+//! the policy lets override prices (`Action::OverridePrice`) and leaves an
+//! audit-log entry. Every such refusal happens in `prepare`, before the
+//! first write.
 
 use std::collections::HashMap;
 
@@ -35,7 +36,7 @@ use crate::customers;
 use crate::db::{self, Pool, Stmt};
 use crate::error::{Code, Error, Result};
 use crate::input;
-use crate::role::Role;
+use crate::role::{Action, Role};
 use crate::runtime::Command;
 use crate::stock::{self, Kind, Movement};
 use crate::wire;
@@ -44,8 +45,6 @@ pub const PAYMENT_METHODS: [&str; 4] = ["cash", "card", "mobile_money", "credit"
 /// Hash the first invoice of a branch chains to.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 const MAX_LINES: usize = 200;
-/// Who may sell below a medicine's selling price (a price override).
-pub const PRICE_OVERRIDERS: [Role; 3] = [Role::Admin, Role::BranchManager, Role::Pharmacist];
 
 /// A sale as a client sends it (REST body or push payload).
 #[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
@@ -86,8 +85,8 @@ pub struct SaleLineRequest {
 pub struct NewSale {
     pub branch_id: Uuid,
     pub user_id: Uuid,
-    /// The seller's role: a price below the selling price needs one of
-    /// `PRICE_OVERRIDERS`.
+    /// The seller's role: a price below the selling price needs
+    /// `Action::OverridePrice`.
     pub role: Role,
     pub lines: Vec<Line>,
     pub payment_method: String,
@@ -854,7 +853,7 @@ async fn prepare<'a, C: GenericClient + Sync>(tx: &C, sale: &'a NewSale) -> Resu
         let product = &catalogue[&line.medicine_id];
         match line.unit_price {
             Some(price) if price < product.selling_price => {
-                if !PRICE_OVERRIDERS.contains(&sale.role) {
+                if !Action::OverridePrice.permits(sale.role) {
                     return Err(Error::forbidden(format!(
                         "Selling {} at {}, below its selling price of {}, needs an admin, \
                          a branch manager or a pharmacist.",

@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use crate::state::AppState;
 use crate::store::auth_sessions;
+use actors::role::Action;
 use actors::{Error, Result, Role};
 
 /// The authenticated caller. Extracting it checks the token, that the user
@@ -32,13 +33,15 @@ pub struct Caller {
 }
 
 impl Caller {
-    pub fn is_admin(&self) -> bool {
-        self.role == Role::Admin
+    /// Whether the caller may act on any branch (`Action::WorkOnAnyBranch`);
+    /// everyone else works on its own branch only.
+    pub fn any_branch(&self) -> bool {
+        Action::WorkOnAnyBranch.permits(self.role)
     }
 
-    /// 403 unless the caller has one of `roles`.
-    pub fn require(&self, roles: &[Role]) -> Result<()> {
-        if roles.contains(&self.role) {
+    /// 403 unless the role policy lets the caller's role take `action`.
+    pub fn require(&self, action: Action) -> Result<()> {
+        if action.permits(self.role) {
             Ok(())
         } else {
             Err(Error::forbidden(format!(
@@ -53,14 +56,14 @@ impl Caller {
     pub fn branch_scope(&self, requested: Option<Uuid>) -> Result<Uuid> {
         match requested {
             None => Ok(self.branch_id),
-            Some(b) if b == self.branch_id || self.is_admin() => Ok(b),
+            Some(b) if b == self.branch_id || self.any_branch() => Ok(b),
             Some(_) => Err(Error::forbidden("You can only work on your own branch.")),
         }
     }
 
     /// For lists: `None` means every branch (an admin who named none).
     pub fn branch_filter(&self, requested: Option<Uuid>) -> Result<Option<Uuid>> {
-        if self.is_admin() {
+        if self.any_branch() {
             Ok(requested)
         } else {
             self.branch_scope(requested).map(Some)
@@ -69,7 +72,7 @@ impl Caller {
 
     /// Whether the caller may see an object of `branch_id`.
     pub fn can_see_branch(&self, branch_id: Uuid) -> bool {
-        self.is_admin() || self.branch_id == branch_id
+        self.any_branch() || self.branch_id == branch_id
     }
 }
 

@@ -13,10 +13,7 @@ use crate::state::AppState;
 use crate::store::approvals::{self, Approval, NewApproval};
 use crate::store::audit;
 use actors::error::Problem;
-use actors::{input, Error, Result, Role};
-
-/// Who may decide approvals (of their own branch, unless admin).
-const DECIDERS: &[Role] = &[Role::Admin, Role::BranchManager];
+use actors::{input, Action, Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -127,7 +124,7 @@ pub async fn list(
 /// another branch's, 409 once decided. The row is locked and the update is
 /// conditional, so two deciders cannot both win.
 async fn decide(state: &AppState, caller: &Caller, raw_id: &str, status: &str) -> Result<Approval> {
-    caller.require(DECIDERS)?;
+    caller.require(Action::DecideApprovals)?;
     let id = path_id(raw_id, "Approval")?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;

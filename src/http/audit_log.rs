@@ -16,13 +16,11 @@ use crate::http::window::{day_of, DateWindow, Day};
 use crate::state::AppState;
 use crate::store::audit::{self, AuditRow};
 use actors::error::Problem;
-use actors::{Result, Role};
+use actors::{Action, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/audit-log").route(web::get().to(list)));
 }
-
-const READERS: &[Role] = &[Role::Admin, Role::Auditor];
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -68,7 +66,7 @@ pub async fn list(
     Query(q): Query<AuditQuery>,
     Query(paging): Query<PageParams>,
 ) -> Result<HttpResponse> {
-    caller.require(READERS)?;
+    caller.require(Action::ReadAuditLog)?;
     let branch = caller.branch_filter(q.branch_id)?;
     let page = paging.resolve(20)?;
     let window = DateWindow::optional(day_of(q.from_date), day_of(q.to_date))?;

@@ -10,7 +10,7 @@ use crate::state::AppState;
 use crate::store::branches::{self, Branch, BranchFields};
 use actors::error::Problem;
 use actors::input::{self, max};
-use actors::{Error, Result, Role};
+use actors::{Action, Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -115,7 +115,7 @@ fn duplicate_code(e: Error) -> Error {
     responses((status = 200, body = BranchList), (status = 401, body = Problem, content_type = "application/problem+json")))]
 pub async fn list(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse> {
     let client = state.pool.get().await?;
-    let only = (!caller.is_admin()).then_some(caller.branch_id);
+    let only = (!caller.any_branch()).then_some(caller.branch_id);
     let items = branches::list(&client, only).await?;
     let total = items.len() as i64;
     Ok(HttpResponse::Ok().json(BranchList { items, total }))
@@ -154,7 +154,7 @@ pub async fn create(
     caller: Caller,
     Json(body): Json<BranchCreate>,
 ) -> Result<HttpResponse> {
-    caller.require(&[Role::Admin])?;
+    caller.require(Action::ManageBranches)?;
     let mut client = state.pool.get().await?;
     let currency_code = match body.currency_code.as_deref() {
         Some(c) => currency(&client, c).await?,
@@ -204,7 +204,7 @@ pub async fn update(
     id: web::Path<String>,
     Json(body): Json<BranchUpdate>,
 ) -> Result<HttpResponse> {
-    caller.require(&[Role::Admin])?;
+    caller.require(Action::ManageBranches)?;
     let id = path_id(&id, "Branch")?;
     let mut client = state.pool.get().await?;
     let currency_code = match body.currency_code.as_deref() {
@@ -249,7 +249,7 @@ pub async fn delete(
     caller: Caller,
     id: web::Path<String>,
 ) -> Result<HttpResponse> {
-    caller.require(&[Role::Admin])?;
+    caller.require(Action::ManageBranches)?;
     let id = path_id(&id, "Branch")?;
     if id == caller.branch_id {
         return Err(Error::conflict(

@@ -14,7 +14,7 @@ use crate::http::extract::{Json, PageParams, Paged, Query as QueryParams};
 use crate::state::AppState;
 use actors::coupons::{self, Coupon, NewCoupon};
 use actors::error::Problem;
-use actors::{db, input, wire, Error, Result, Role};
+use actors::{db, input, wire, Action, Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -23,8 +23,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route(web::post().to(create)),
     );
 }
-
-const WRITERS: &[Role] = &[Role::Admin, Role::BranchManager];
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CouponCreate {
@@ -274,7 +272,7 @@ pub async fn create(
     caller: Caller,
     Json(body): Json<CouponCreate>,
 ) -> Result<HttpResponse> {
-    caller.require(WRITERS)?;
+    caller.require(Action::WriteCoupons)?;
     let mut client = state.pool.get().await?;
     let coupon = validate(&client, body, caller.user_id).await?;
     let tx = client.transaction().await?;

@@ -14,7 +14,7 @@ use crate::state::AppState;
 use crate::store::currency::{self, Currency, NewRate, Rate};
 use crate::store::settings;
 use actors::error::Problem;
-use actors::{wire, Error, Result, Role};
+use actors::{wire, Action, Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/currencies").route(web::get().to(list)))
@@ -103,7 +103,7 @@ pub async fn file_rate(
     caller: Caller,
     Json(body): Json<RateWrite>,
 ) -> Result<HttpResponse> {
-    caller.require(&[Role::Admin])?;
+    caller.require(Action::ManageCurrencyRates)?;
     let code = body.currency_code.trim().to_uppercase();
     let rate = rate(body.rate)?;
     let effective_at = effective_at(body.effective_at.as_deref())?;

@@ -10,11 +10,11 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
-use crate::store::customers::{self, CustomerWrite, WRITERS};
+use crate::store::customers::{self, CustomerWrite};
 use actors::customers::{CustomerView, LedgerRow, PaymentReceipt, RecordPayment};
 use actors::error::Problem;
 use actors::input;
-use actors::{Error, Result};
+use actors::{Action, Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -94,7 +94,7 @@ pub async fn create(
     caller: Caller,
     Json(body): Json<CustomerWrite>,
 ) -> Result<HttpResponse> {
-    caller.require(WRITERS)?;
+    caller.require(Action::WriteCustomers)?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
     let customer = customers::create(&tx, body, None, caller.role).await?;
@@ -115,7 +115,7 @@ pub async fn update(
     id: web::Path<String>,
     Json(body): Json<CustomerWrite>,
 ) -> Result<HttpResponse> {
-    caller.require(WRITERS)?;
+    caller.require(Action::WriteCustomers)?;
     let id = path_id(&id, "Customer")?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
@@ -136,7 +136,7 @@ pub async fn delete(
     caller: Caller,
     id: web::Path<String>,
 ) -> Result<HttpResponse> {
-    caller.require(WRITERS)?;
+    caller.require(Action::WriteCustomers)?;
     let id = path_id(&id, "Customer")?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
@@ -207,7 +207,7 @@ pub async fn pay(
     id: web::Path<String>,
     Json(body): Json<PaymentRequest>,
 ) -> Result<HttpResponse> {
-    caller.require(WRITERS)?;
+    caller.require(Action::TakeCustomerPayment)?;
     let customer_id = path_id(&id, "Customer")?;
     let branch_id = caller.branch_scope(body.branch_id)?;
     // Sign and size are judged against the balance in the transaction, so the

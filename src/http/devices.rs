@@ -13,10 +13,7 @@ use crate::state::AppState;
 use crate::store::devices::{self, Device};
 use crate::store::{audit, branches};
 use actors::error::Problem;
-use actors::{input, Error, Result, Role};
-
-/// Who may register and revoke devices.
-const MANAGERS: &[Role] = &[Role::Admin, Role::BranchManager];
+use actors::{input, Action, Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/devices").route(web::post().to(create)))
@@ -48,7 +45,7 @@ pub async fn create(
     caller: Caller,
     Json(body): Json<DeviceCreate>,
 ) -> Result<HttpResponse> {
-    caller.require(MANAGERS)?;
+    caller.require(Action::ManageDevices)?;
     let branch_id = caller.branch_scope(body.branch_id)?;
     let name = input::required_text("name", &body.name, 200)?;
     let mut client = state.pool.get().await?;
@@ -78,7 +75,7 @@ pub async fn revoke(
     caller: Caller,
     id: web::Path<String>,
 ) -> Result<HttpResponse> {
-    caller.require(MANAGERS)?;
+    caller.require(Action::ManageDevices)?;
     let id = path_id(&id, "Device")?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;

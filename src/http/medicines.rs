@@ -9,9 +9,9 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
-use crate::store::medicines::{self, Medicine, MedicineView, MedicineWrite, WRITERS};
+use crate::store::medicines::{self, Medicine, MedicineView, MedicineWrite};
 use actors::error::Problem;
-use actors::{Error, Result};
+use actors::{Action, Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -105,7 +105,7 @@ pub async fn create(
     caller: Caller,
     Json(body): Json<MedicineWrite>,
 ) -> Result<HttpResponse> {
-    caller.require(WRITERS)?;
+    caller.require(Action::WriteCatalogue)?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
     let medicine = medicines::create(&tx, body, None).await?;
@@ -127,7 +127,7 @@ pub async fn update(
     id: web::Path<String>,
     Json(body): Json<MedicineWrite>,
 ) -> Result<HttpResponse> {
-    caller.require(WRITERS)?;
+    caller.require(Action::WriteCatalogue)?;
     let id = path_id(&id, "Medicine")?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
@@ -147,7 +147,7 @@ pub async fn delete(
     caller: Caller,
     id: web::Path<String>,
 ) -> Result<HttpResponse> {
-    caller.require(WRITERS)?;
+    caller.require(Action::WriteCatalogue)?;
     let id = path_id(&id, "Medicine")?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;

@@ -20,7 +20,7 @@ use crate::state::AppState;
 use crate::store::actor_overrides::{self, Stored};
 use crate::store::audit;
 use actors::error::Problem;
-use actors::{BranchOverride, Error, Kind, Result, Role};
+use actors::{Action, BranchOverride, Error, Kind, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/ops/actors").route(web::get().to(list)))
@@ -151,7 +151,7 @@ fn wait_ms(d: std::time::Duration) -> f64 {
     responses((status = 200, body = ActorList), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
 pub async fn list(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse> {
-    caller.require(&[Role::Admin])?;
+    caller.require(Action::OperateActors)?;
     let live = state.actors.snapshot();
     let branch_ids: Vec<Uuid> = live
         .iter()
@@ -273,7 +273,7 @@ pub async fn get_branch(
     caller: Caller,
     branch_id: web::Path<String>,
 ) -> Result<HttpResponse> {
-    caller.require(&[Role::Admin])?;
+    caller.require(Action::OperateActors)?;
     let id = path_id(&branch_id, "Branch")?;
     let client = state.pool.get().await?;
     let code = actor_overrides::branch_code(&client, caller.org_id, id)
@@ -298,7 +298,7 @@ pub async fn put_branch(
     branch_id: web::Path<String>,
     Json(body): Json<BranchTuningWrite>,
 ) -> Result<HttpResponse> {
-    caller.require(&[Role::Admin])?;
+    caller.require(Action::OperateActors)?;
     let id = path_id(&branch_id, "Branch")?;
     let mailbox = in_range("mailbox", body.mailbox, &MAILBOX_RANGE)?;
     let sale_batch_max = in_range("sale_batch_max", body.sale_batch_max, &SALE_BATCH_RANGE)?;
@@ -344,7 +344,7 @@ pub async fn delete_branch(
     caller: Caller,
     branch_id: web::Path<String>,
 ) -> Result<HttpResponse> {
-    caller.require(&[Role::Admin])?;
+    caller.require(Action::OperateActors)?;
     let id = path_id(&branch_id, "Branch")?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;

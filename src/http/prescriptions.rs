@@ -16,10 +16,8 @@ use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use crate::store::prescriptions::{self, Move, NewItem, NewPrescription, Prescription};
 use actors::error::Problem;
-use actors::{input, Error, Result, Role};
+use actors::{input, Action, Error, Result};
 
-/// Who may write prescriptions and move them.
-const WRITERS: &[Role] = &[Role::Admin, Role::BranchManager, Role::Pharmacist];
 /// Most lines one prescription may carry.
 const MAX_ITEMS: usize = 100;
 
@@ -109,7 +107,7 @@ pub async fn create(
     caller: Caller,
     Json(body): Json<PrescriptionCreate>,
 ) -> Result<HttpResponse> {
-    caller.require(WRITERS)?;
+    caller.require(Action::WritePrescriptions)?;
     let branch_id = caller.branch_scope(body.branch_id)?;
     let new = NewPrescription {
         branch_id,
@@ -279,7 +277,7 @@ async fn run_move(
     raw_id: &str,
     mv: Move,
 ) -> Result<Option<Prescription>> {
-    caller.require(WRITERS)?;
+    caller.require(Action::WritePrescriptions)?;
     let id = path_id(raw_id, "Prescription")?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
@@ -325,7 +323,7 @@ pub async fn dispense(
     id: web::Path<String>,
     Json(body): Json<DispenseRequest>,
 ) -> Result<HttpResponse> {
-    caller.require(WRITERS)?;
+    caller.require(Action::WritePrescriptions)?;
     let sale_id = body
         .sale_id
         .ok_or_else(|| Error::validation("sale_id", "The field `sale_id` is required."))?;

@@ -15,7 +15,7 @@ use crate::store::printing::{self, Fields, Kind, NewJob, PrintJob, Printer, Rece
 use crate::store::{branches, settings};
 use actors::error::Problem;
 use actors::input::{self, Flag};
-use actors::{Error, Result, Role};
+use actors::{Action, Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -198,7 +198,7 @@ pub async fn create_printer(
     caller: Caller,
     Json(body): Json<PrinterWrite>,
 ) -> Result<HttpResponse> {
-    caller.require(&[Role::Admin])?;
+    caller.require(Action::ManagePrinting)?;
     let mut fields = printer_fields(&body)?;
     if body.name.is_none() {
         return Err(Error::validation("name", "The field `name` is required."));
@@ -245,7 +245,7 @@ pub async fn update_printer(
     id: web::Path<String>,
     Json(body): Json<PrinterWrite>,
 ) -> Result<HttpResponse> {
-    caller.require(&[Role::Admin])?;
+    caller.require(Action::ManagePrinting)?;
     let id = path_id(&id, "Printer")?;
     let fields = printer_fields(&body)?;
     same_branch(&state, Kind::Printer, id, body.branch_id).await?;
@@ -282,7 +282,7 @@ async fn delete(
     id: web::Path<String>,
     kind: Kind,
 ) -> Result<HttpResponse> {
-    caller.require(&[Role::Admin])?;
+    caller.require(Action::ManagePrinting)?;
     let what = match kind {
         Kind::Printer => "Printer",
         Kind::Template => "Receipt template",
@@ -386,7 +386,7 @@ pub async fn create_template(
     caller: Caller,
     Json(body): Json<TemplateWrite>,
 ) -> Result<HttpResponse> {
-    caller.require(&[Role::Admin])?;
+    caller.require(Action::ManagePrinting)?;
     let mut fields = template_fields(&body)?;
     if body.name.is_none() {
         return Err(Error::validation("name", "The field `name` is required."));
@@ -414,7 +414,7 @@ pub async fn update_template(
     id: web::Path<String>,
     Json(body): Json<TemplateWrite>,
 ) -> Result<HttpResponse> {
-    caller.require(&[Role::Admin])?;
+    caller.require(Action::ManagePrinting)?;
     let id = path_id(&id, "Receipt template")?;
     let fields = template_fields(&body)?;
     same_branch(&state, Kind::Template, id, body.branch_id).await?;

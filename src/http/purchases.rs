@@ -15,7 +15,7 @@ use actors::error::Problem;
 use actors::input;
 use actors::purchases::{ReceivePurchase, ReceivedBatch};
 use actors::stock::NewBatch;
-use actors::{Result, Role};
+use actors::{Action, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/purchases").route(web::post().to(create)));
@@ -55,7 +55,7 @@ pub async fn create(
     caller: Caller,
     Json(body): Json<PurchaseRequest>,
 ) -> Result<HttpResponse> {
-    caller.require(&[Role::Admin, Role::Pharmacist])?;
+    caller.require(Action::ReceivePurchases)?;
     let branch_id = caller.branch_scope(Some(body.branch_id))?;
     let batch = NewBatch {
         medicine_id: body.medicine_id,

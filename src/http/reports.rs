@@ -18,9 +18,7 @@ use crate::store::reports::{
     DEFAULT_WINDOW_DAYS,
 };
 use actors::error::Problem;
-use actors::{Result, Role};
-
-pub const REPORT_ROLES: &[Role] = &[Role::Admin, Role::BranchManager, Role::Auditor];
+use actors::{Action, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/reports/sales").route(web::get().to(sales)))
@@ -55,7 +53,7 @@ pub struct BranchQuery {
 /// The branch a report covers: an admin's choice (`None`: the chain);
 /// anyone else, auditors included, is held to its own branch.
 fn report_branch(caller: &Caller, requested: Option<Uuid>) -> Result<Option<Uuid>> {
-    caller.require(REPORT_ROLES)?;
+    caller.require(Action::ReadReports)?;
     caller.branch_filter(requested)
 }
 

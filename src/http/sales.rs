@@ -12,14 +12,7 @@ use crate::http::window::{day_of, DateWindow, Day};
 use crate::state::AppState;
 use actors::error::Problem;
 use actors::sales::{self, ChainReport, Sale, SaleRequest};
-use actors::{Error, Result, Role};
-
-pub const SELLERS: &[Role] = &[
-    Role::Admin,
-    Role::BranchManager,
-    Role::Pharmacist,
-    Role::Cashier,
-];
+use actors::{Action, Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -46,7 +39,7 @@ pub async fn create(
     caller: Caller,
     Json(body): Json<SaleRequest>,
 ) -> Result<HttpResponse> {
-    caller.require(SELLERS)?;
+    caller.require(Action::Sell)?;
     let branch_id = caller.branch_scope(body.branch_id)?;
     let sale = body.validate(branch_id, caller.user_id, caller.role)?;
     let outcome = state.sales.sell(&state.actors, sale).await?;
@@ -142,7 +135,7 @@ pub async fn verify_chain(
     caller: Caller,
     Query(q): Query<ChainQuery>,
 ) -> Result<HttpResponse> {
-    caller.require(&[Role::Admin, Role::BranchManager, Role::Auditor])?;
+    caller.require(Action::VerifyInvoiceChain)?;
     let branch_id = caller.branch_scope(q.branch_id)?;
     let client = state.pool.get().await?;
     let report = sales::verify_chain(&client, branch_id).await?;

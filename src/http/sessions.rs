@@ -12,11 +12,10 @@ use uuid::Uuid;
 
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, Query};
-use crate::http::sales::SELLERS;
 use crate::state::AppState;
 use actors::error::Problem;
 use actors::sessions::{self, CashSession, CloseSession, OpenSession};
-use actors::{Error, Result};
+use actors::{Action, Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/sessions/open").route(web::post().to(open)))
@@ -53,7 +52,7 @@ pub async fn open(
     caller: Caller,
     Json(body): Json<OpenRequest>,
 ) -> Result<HttpResponse> {
-    caller.require(SELLERS)?;
+    caller.require(Action::OpenCloseCashSession)?;
     let branch_id = caller.branch_scope(body.branch_id)?;
     let opening_float =
         actors::input::amount("opening_float", body.opening_float.unwrap_or_default())?;
@@ -118,7 +117,7 @@ pub async fn close(
     id: web::Path<String>,
     Json(body): Json<CloseRequest>,
 ) -> Result<HttpResponse> {
-    caller.require(SELLERS)?;
+    caller.require(Action::OpenCloseCashSession)?;
     let id = path_id(&id, "Cash session")?;
     let counted_cash = actors::input::amount("counted_cash", body.counted_cash)?;
     let session = {

@@ -14,7 +14,7 @@ use crate::store::settings::{self, Fields, Settings};
 use crate::store::{audit, branches};
 use actors::error::Problem;
 use actors::input::{self, max, Flag};
-use actors::{Error, Result, Role};
+use actors::{Action, Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -362,7 +362,7 @@ pub async fn update(
     caller: Caller,
     Json(body): Json<SettingsWrite>,
 ) -> Result<HttpResponse> {
-    caller.require(&[Role::Admin])?;
+    caller.require(Action::WriteSettings)?;
     let mut fields = plain_fields(&body)?;
     let mut client = state.pool.get().await?;
     looked_up_fields(&client, &body, &mut fields).await?;

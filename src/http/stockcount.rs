@@ -14,7 +14,7 @@ use crate::http::extract::Json;
 use crate::state::AppState;
 use actors::error::Problem;
 use actors::stockcount::{CountLine, CountResult, SubmitCount};
-use actors::{input, Error, Result, Role};
+use actors::{input, Action, Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/stockcount/submit").route(web::post().to(submit)));
@@ -97,7 +97,7 @@ pub async fn submit(
     caller: Caller,
     Json(body): Json<CountRequest>,
 ) -> Result<HttpResponse> {
-    caller.require(&[Role::Admin, Role::BranchManager])?;
+    caller.require(Action::SubmitStockCount)?;
     let branch_id = caller.branch_scope(body.branch_id)?;
     let lines = lines(body.items)?;
     if body.branch_id.is_some() {

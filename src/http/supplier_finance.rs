@@ -20,7 +20,7 @@ use actors::stock::{self, Batch};
 use actors::supplier_invoices::{
     self, NewInvoice, PaySupplierInvoice, SupplierInvoice, SupplierPaymentReceipt,
 };
-use actors::{db, Error, Result, Role};
+use actors::{db, Action, Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -42,14 +42,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     );
 }
 
-const STOCK_ROLES: &[Role] = &[
-    Role::Admin,
-    Role::BranchManager,
-    Role::InventoryManager,
-    Role::Pharmacist,
-];
-/// Who may record supplier invoices and pay them.
-const INVOICE_ROLES: &[Role] = &[Role::Admin, Role::BranchManager, Role::InventoryManager];
 pub const REGULATOR_STATUSES: [&str; 3] = ["quarantined", "active", "recalled"];
 const SUGGESTION_LIMIT: i64 = 100;
 
@@ -74,7 +66,7 @@ pub async fn quarantine(
     id: web::Path<String>,
     Json(body): Json<QuarantineRequest>,
 ) -> Result<HttpResponse> {
-    caller.require(STOCK_ROLES)?;
+    caller.require(Action::QuarantineBatches)?;
     let id = path_id(&id, "Batch")?;
     // Exactly one of the spec's values: no case folding, no trimming.
     let status = body.status;
@@ -88,7 +80,7 @@ pub async fn quarantine(
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
     // Other branches' batches read as missing to a non-admin.
-    let own = (!caller.is_admin()).then_some(caller.branch_id);
+    let own = (!caller.any_branch()).then_some(caller.branch_id);
     let current = Query::select()
         .column("regulator_status")
         .from("batches")
@@ -177,7 +169,7 @@ pub async fn reorder_suggestions(
     caller: Caller,
     QueryParams(q): QueryParams<ReorderQuery>,
 ) -> Result<HttpResponse> {
-    caller.require(STOCK_ROLES)?;
+    caller.require(Action::ReadReorderSuggestions)?;
     let branch = caller.branch_filter(q.branch_id)?;
     let client = state.pool.get().await?;
     if let (Some(b), true) = (branch, q.branch_id.is_some()) {
@@ -262,7 +254,7 @@ pub async fn create_invoice(
     caller: Caller,
     Json(body): Json<InvoiceRequest>,
 ) -> Result<HttpResponse> {
-    caller.require(INVOICE_ROLES)?;
+    caller.require(Action::ManageSupplierInvoices)?;
     let supplier_id = body
         .supplier_id
         .ok_or_else(|| Error::validation("supplier_id", "The field `supplier_id` is required."))?;
@@ -333,7 +325,7 @@ pub async fn list_invoices(
     caller: Caller,
     QueryParams(q): QueryParams<InvoiceQuery>,
 ) -> Result<HttpResponse> {
-    caller.require(INVOICE_ROLES)?;
+    caller.require(Action::ManageSupplierInvoices)?;
     let branch_id = caller.branch_filter(q.branch_id)?;
     let status = match q.status.as_deref().map(str::trim) {
         None | Some("") => None,
@@ -385,7 +377,7 @@ pub async fn pay_invoice(
     id: web::Path<String>,
     Json(body): Json<SupplierPaymentRequest>,
 ) -> Result<HttpResponse> {
-    caller.require(INVOICE_ROLES)?;
+    caller.require(Action::ManageSupplierInvoices)?;
     let invoice_id = path_id(&id, "Supplier invoice")?;
     let amount = body
         .amount

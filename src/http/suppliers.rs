@@ -8,9 +8,9 @@ use utoipa::ToSchema;
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
-use crate::store::suppliers::{self, Activity, Supplier, SupplierWrite, WRITERS};
+use crate::store::suppliers::{self, Activity, Supplier, SupplierWrite};
 use actors::error::Problem;
-use actors::{Error, Result};
+use actors::{Action, Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -100,7 +100,7 @@ pub async fn create(
     caller: Caller,
     Json(body): Json<SupplierWrite>,
 ) -> Result<HttpResponse> {
-    caller.require(WRITERS)?;
+    caller.require(Action::WriteSuppliers)?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
     let supplier = suppliers::create(&tx, body, None).await?;
@@ -121,7 +121,7 @@ pub async fn update(
     id: web::Path<String>,
     Json(body): Json<SupplierWrite>,
 ) -> Result<HttpResponse> {
-    caller.require(WRITERS)?;
+    caller.require(Action::WriteSuppliers)?;
     let id = path_id(&id, "Supplier")?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
@@ -141,7 +141,7 @@ pub async fn delete(
     caller: Caller,
     id: web::Path<String>,
 ) -> Result<HttpResponse> {
-    caller.require(WRITERS)?;
+    caller.require(Action::WriteSuppliers)?;
     let id = path_id(&id, "Supplier")?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;

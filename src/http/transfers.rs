@@ -13,7 +13,7 @@ use crate::http::window::DateWindow;
 use crate::state::AppState;
 use actors::error::Problem;
 use actors::transfers::{self, CancelTransfer, CreateTransfer, ReceiveTransfer, Transfer};
-use actors::{input, Error, Result, Role};
+use actors::{input, Action, Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -25,14 +25,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .service(web::resource("/transfers/{id}/receive").route(web::post().to(receive)))
     .service(web::resource("/transfers/{id}/cancel").route(web::post().to(cancel)));
 }
-
-const MOVERS: &[Role] = &[Role::Admin, Role::BranchManager, Role::InventoryManager];
-const READERS: &[Role] = &[
-    Role::Admin,
-    Role::BranchManager,
-    Role::InventoryManager,
-    Role::Auditor,
-];
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct TransferCreate {
@@ -98,7 +90,7 @@ pub async fn create(
     caller: Caller,
     Json(body): Json<TransferCreate>,
 ) -> Result<HttpResponse> {
-    caller.require(MOVERS)?;
+    caller.require(Action::ManageTransfers)?;
     if !caller.can_see_branch(body.from_branch_id) {
         return Err(Error::forbidden(
             "You can only send stock from your own branch.",
@@ -135,7 +127,7 @@ pub async fn receive(
     caller: Caller,
     id: web::Path<String>,
 ) -> Result<HttpResponse> {
-    caller.require(MOVERS)?;
+    caller.require(Action::ManageTransfers)?;
     let t = visible(&state, &caller, &id).await?;
     if !caller.can_see_branch(t.to_branch_id) {
         return Err(Error::forbidden(
@@ -164,7 +156,7 @@ pub async fn cancel(
     caller: Caller,
     id: web::Path<String>,
 ) -> Result<HttpResponse> {
-    caller.require(MOVERS)?;
+    caller.require(Action::ManageTransfers)?;
     let t = visible(&state, &caller, &id).await?;
     let cmd = CancelTransfer {
         transfer_id: t.id,
@@ -185,7 +177,7 @@ pub async fn get(
     caller: Caller,
     id: web::Path<String>,
 ) -> Result<HttpResponse> {
-    caller.require(READERS)?;
+    caller.require(Action::ReadTransfers)?;
     let t = visible(&state, &caller, &id).await?;
     Ok(HttpResponse::Ok().json(t))
 }
@@ -200,7 +192,7 @@ pub async fn list(
     caller: Caller,
     Query(q): Query<TransferQuery>,
 ) -> Result<HttpResponse> {
-    caller.require(READERS)?;
+    caller.require(Action::ReadTransfers)?;
     let window = DateWindow::parse(q.from_date.as_deref(), q.to_date.as_deref())?;
     let filter = transfers::ListFilter {
         branch_id: caller.branch_filter(q.branch_id)?,

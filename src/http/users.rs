@@ -15,7 +15,7 @@ use crate::store::users::{self, User};
 use crate::store::{audit, branches};
 use actors::changes::Op;
 use actors::error::Problem;
-use actors::{input, Error, Result, Role};
+use actors::{input, Action, Error, Result, Role};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -30,8 +30,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route(web::delete().to(delete)),
     );
 }
-
-const MANAGERS: &[Role] = &[Role::Admin, Role::BranchManager];
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -76,16 +74,13 @@ pub struct UserPage {
 
 /// A branch manager may only touch non-admin users of its own branch.
 fn may_manage(caller: &Caller, branch_id: Uuid, role: Role) -> Result<()> {
-    caller.require(MANAGERS)?;
-    if caller.is_admin() {
-        return Ok(());
-    }
-    if branch_id != caller.branch_id {
+    caller.require(Action::ManageUsers)?;
+    if branch_id != caller.branch_id && !caller.any_branch() {
         return Err(Error::forbidden(
             "You can only manage users of your own branch.",
         ));
     }
-    if role == Role::Admin {
+    if role == Role::Admin && !Action::ManageAdminUsers.permits(caller.role) {
         return Err(Error::forbidden("Only an admin can manage admin users."));
     }
     Ok(())
@@ -174,7 +169,7 @@ pub async fn list(
     Query(q): Query<UserQuery>,
     Query(paging): Query<PageParams>,
 ) -> Result<HttpResponse> {
-    caller.require(MANAGERS)?;
+    caller.require(Action::ManageUsers)?;
     let page = paging.resolve(20)?;
     let filter = users::ListFilter {
         branch_id: caller.branch_filter(q.branch_id)?,
@@ -198,7 +193,7 @@ pub async fn get(
 ) -> Result<HttpResponse> {
     let id = path_id(&id, "User")?;
     if id != caller.user_id {
-        caller.require(MANAGERS)?;
+        caller.require(Action::ManageUsers)?;
     }
     let client = state.pool.get().await?;
     let user = users::get(&client, id)
@@ -260,7 +255,7 @@ pub async fn update(
     id: web::Path<String>,
     Json(body): Json<UserUpdate>,
 ) -> Result<HttpResponse> {
-    caller.require(MANAGERS)?;
+    caller.require(Action::ManageUsers)?;
     let id = path_id(&id, "User")?;
     let mut client = state.pool.get().await?;
     let before = users::get(&client, id)
@@ -343,7 +338,7 @@ pub async fn delete(
     caller: Caller,
     id: web::Path<String>,
 ) -> Result<HttpResponse> {
-    caller.require(MANAGERS)?;
+    caller.require(Action::ManageUsers)?;
     let id = path_id(&id, "User")?;
     if id == caller.user_id {
         return Err(Error::bad_request("You cannot deactivate yourself."));

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use actors::changes::Op;
 use actors::customers::{self, Customer, LedgerRow, COLUMNS};
 use actors::input::{self, max, Flag};
-use actors::{db, Error, Result, Role};
+use actors::{db, Action, Error, Result, Role};
 use rust_decimal::Decimal;
 use serde::Deserialize;
 use utoipa::ToSchema;
@@ -59,14 +59,6 @@ pub async fn list<C: GenericClient + Sync>(
 
 pub use crate::store::synced::Fields;
 
-/// Who may write customers and take payments.
-pub const WRITERS: &[Role] = &[
-    Role::Admin,
-    Role::BranchManager,
-    Role::Pharmacist,
-    Role::Cashier,
-];
-
 /// Create (`name` required) or update (only the fields to change) body.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 pub struct CustomerWrite {
@@ -82,12 +74,6 @@ pub struct CustomerWrite {
     #[schema(value_type = Option<bool>)]
     pub is_credit_allowed: Option<Flag>,
 }
-
-/// Who may give credit: set a credit limit above 0, raise one, or allow a
-/// customer to buy on credit. Other writers may still lower a limit, set it
-/// to 0 or stop credit (the safe direction), and may send the current values
-/// back unchanged (a till pushes whole records).
-pub const CREDIT_GRANTERS: &[Role] = &[Role::Admin, Role::BranchManager];
 
 pub fn fields(body: CustomerWrite) -> Result<Fields> {
     let mut f: Fields = Vec::new();
@@ -114,9 +100,13 @@ pub fn fields(body: CustomerWrite) -> Result<Fields> {
 }
 
 /// The credit a write would give, against the credit the customer has now
-/// (`None` for a new customer): 403 when `role` may not give it.
+/// (`None` for a new customer): 403 when `role` may not give it. Giving
+/// credit (`Action::GiveCredit`) is setting a credit limit above 0, raising
+/// one, or allowing a customer to buy on credit. Other writers may still
+/// lower a limit, set it to 0 or stop credit (the safe direction), and may
+/// send the current values back unchanged (a till pushes whole records).
 fn check_credit(role: Role, body: &CustomerWrite, current: Option<(Decimal, bool)>) -> Result<()> {
-    if CREDIT_GRANTERS.contains(&role) {
+    if Action::GiveCredit.permits(role) {
         return Ok(());
     }
     let (limit_now, allowed_now) = current.unwrap_or((Decimal::ZERO, false));
@@ -168,7 +158,7 @@ pub async fn check_credit_edit<C: GenericClient + Sync>(
     body: &CustomerWrite,
     role: Role,
 ) -> Result<()> {
-    if gives_credit(body) && !CREDIT_GRANTERS.contains(&role) {
+    if gives_credit(body) && !Action::GiveCredit.permits(role) {
         let current = locked_credit(tx, id).await?;
         check_credit(role, body, Some(current))?;
     }

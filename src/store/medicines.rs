@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use actors::changes::{self, Change, Op};
 use actors::input::{self, max, Flag};
-use actors::{db, wire, Error, Result, Role};
+use actors::{db, wire, Error, Result};
 
 use crate::http::extract::Page;
 use crate::store::users::escape_like;
@@ -408,8 +408,6 @@ pub async fn ensure_category<C: GenericClient + Sync>(tx: &C, text: &str) -> Res
     Ok(slug)
 }
 
-/// Who may write the catalogue.
-pub const WRITERS: &[Role] = &[Role::Admin, Role::InventoryManager, Role::BranchManager];
 pub const VAT_CATEGORIES: [&str; 3] = ["standard", "zero", "exempt"];
 
 /// Body of a create (`name` and `selling_price` required) or an update

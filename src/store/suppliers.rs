@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use actors::changes::{self, Change, Op};
 use actors::input::{self, max, Flag};
-use actors::{db, wire, Error, Result, Role};
+use actors::{db, wire, Error, Result};
 
 use crate::http::extract::Page;
 use crate::store::synced;
@@ -160,9 +160,6 @@ pub async fn list<C: GenericClient + Sync>(
 }
 
 pub use crate::store::synced::Fields;
-
-/// Who may write suppliers.
-pub const WRITERS: &[Role] = &[Role::Admin, Role::InventoryManager, Role::BranchManager];
 
 /// Create (`name` required) or update body. An update applies only these
 /// fields (the allowlist); anything else is ignored.

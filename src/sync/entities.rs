@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value as Json};
 use uuid::Uuid;
 
-use actors::{db, Error, Result, Role};
+use actors::{db, Action, Error, Result, Role};
 
 use crate::store::{customers, medicines, suppliers};
 
@@ -55,12 +55,12 @@ impl Entity {
         }
     }
 
-    /// The roles that may write this entity (the REST rule).
-    pub fn writers(self) -> &'static [Role] {
+    /// What writing this entity is in the role policy (the REST rule).
+    pub fn action(self) -> Action {
         match self {
-            Entity::Customer => customers::WRITERS,
-            Entity::Supplier => suppliers::WRITERS,
-            Entity::Medicine => medicines::WRITERS,
+            Entity::Customer => Action::WriteCustomers,
+            Entity::Supplier => Action::WriteSuppliers,
+            Entity::Medicine => Action::WriteCatalogue,
         }
     }
 

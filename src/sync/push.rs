@@ -32,7 +32,7 @@ use actors::db::Pool;
 use actors::error::Code;
 use actors::metrics::{SYNC_CHANGES, SYNC_PUSH_SECONDS};
 use actors::sales::{NewSale, Sale, SaleRequest};
-use actors::{db, Command, Error, Registry, Result, Role};
+use actors::{db, Action, Command, Error, Registry, Result, Role};
 
 use crate::store::devices;
 use crate::sync::conflicts::{self, NewConflict, Origin};
@@ -582,16 +582,17 @@ async fn effect<C: GenericClient + Sync>(
             change.entity, change.op
         )));
     }
+    // The REST rule of each entity; a pushed sale is a sale.
+    let action = entity.map_or(Action::Sell, Entity::action);
+    if !action.permits(pusher.role) {
+        return Err(Error::forbidden(format!(
+            "Your role ({}) may not write {} records.",
+            pusher.role, change.entity
+        )));
+    }
     let Some(entity) = entity else {
         return sale(tx, pusher, cmid, &change.payload).await;
     };
-    if !entity.writers().contains(&pusher.role) {
-        return Err(Error::forbidden(format!(
-            "Your role ({}) may not write {} records.",
-            pusher.role,
-            entity.name()
-        )));
-    }
     let payload = &change.payload;
     match change.op.as_str() {
         "create" => {

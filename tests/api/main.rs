@@ -37,6 +37,8 @@ mod branch_controls;
 mod currency;
 mod printing;
 mod problem_codes;
+// The role policy: one table, the README matrix rendered from it.
+mod role_policy;
 mod settings;
 // Front desk (issue 6 items 6-9).
 mod approvals;

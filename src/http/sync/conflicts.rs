@@ -10,7 +10,7 @@ use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use crate::sync::conflicts::{self, Conflict, Resolution, Strategy};
 use actors::error::Problem;
-use actors::{Error, Result, Role};
+use actors::{Action, Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/sync/conflicts").route(web::get().to(list)))
@@ -36,7 +36,7 @@ pub async fn list(
     caller: Caller,
     Query(paging): Query<PageParams>,
 ) -> Result<HttpResponse> {
-    caller.require(&[Role::Admin])?;
+    caller.require(Action::ResolveConflicts)?;
     let page = paging.resolve(50)?;
     let client = state.pool.get().await?;
     let (items, total) = conflicts::pending(&client, caller.org_id, page).await?;
@@ -67,7 +67,7 @@ pub async fn resolve(
     id: web::Path<String>,
     Json(body): Json<ResolveRequest>,
 ) -> Result<HttpResponse> {
-    caller.require(&[Role::Admin])?;
+    caller.require(Action::ResolveConflicts)?;
     let strategy = body
         .strategy
         .as_deref()

@@ -23,7 +23,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 /// An admin mirrors every branch; anyone else its own.
 fn scope(caller: &Caller) -> Scope {
-    (!caller.is_admin()).then_some(caller.branch_id)
+    (!caller.any_branch()).then_some(caller.branch_id)
 }
 
 /// Every live synced row the caller may mirror, read in one consistent

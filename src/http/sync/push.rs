@@ -11,9 +11,7 @@ use crate::state::AppState;
 use crate::store::devices;
 use crate::sync::push::{Change, PushBatch, Pusher, MAX_CHANGES};
 use actors::error::Problem;
-use actors::{Error, Result, Role};
-
-const PUSHERS: &[Role] = &[Role::Admin, Role::Cashier];
+use actors::{Action, Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -100,7 +98,7 @@ pub async fn push(
     caller: Caller,
     Body(body): Body<Json>,
 ) -> Result<HttpResponse> {
-    caller.require(PUSHERS)?;
+    caller.require(Action::Push)?;
     let device_id = body
         .get("device_id")
         .and_then(Json::as_str)
@@ -145,7 +143,7 @@ async fn device(state: &AppState, caller: &Caller, id: &str) -> Result<devices::
     let id: Uuid = id.parse().map_err(|_| not_found())?;
     let client = state.pool.get().await?;
     let device = devices::get(&client, id).await?.ok_or_else(not_found)?;
-    if device.branch_id != caller.branch_id && !caller.is_admin() {
+    if device.branch_id != caller.branch_id && !caller.any_branch() {
         return Err(Error::forbidden("This device belongs to another branch."));
     }
     if device.is_revoked() {

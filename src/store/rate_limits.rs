@@ -109,17 +109,21 @@ pub async fn claim<C: GenericClient + Sync>(
     })
 }
 
-/// Gives the slots of `claim` back (never below zero).
+/// Gives the slots of `claim` back (never below zero), one key per
+/// statement in the claim's order: a release never holds two counter rows
+/// at once, so it cannot wait in a cycle with a claim (which locks them in
+/// that order) and deadlock.
 pub async fn release<C: GenericClient + Sync>(c: &C, claim: &Claim) -> Result<()> {
-    let keys: Vec<sea_query::Value> = claim.counts.iter().map(|(k, _)| k.clone().into()).collect();
-    let q = Query::update()
-        .table("rate_limits")
-        .value("hits", Expr::col("hits").sub(1))
-        .and_where(Expr::col("key").is_in(keys))
-        .and_where(Expr::col("window_start").eq(claim.window_start))
-        .and_where(Expr::col("hits").gt(0))
-        .to_owned();
-    db::execute(c, &q).await?;
+    for (key, _) in &claim.counts {
+        let q = Query::update()
+            .table("rate_limits")
+            .value("hits", Expr::col("hits").sub(1))
+            .and_where(Expr::col("key").eq(key.as_str()))
+            .and_where(Expr::col("window_start").eq(claim.window_start))
+            .and_where(Expr::col("hits").gt(0))
+            .to_owned();
+        db::execute(c, &q).await?;
+    }
     Ok(())
 }
 

@@ -192,6 +192,10 @@ impl Config {
     }
 
     /// The built-in defaults alone, for tests and tools.
+    #[allow(
+        clippy::expect_used,
+        reason = "the defaults are a file compiled into the binary; a unit test loads them"
+    )]
     pub fn defaults() -> Config {
         Figment::from(Toml::string(DEFAULT_TOML))
             .extract()
@@ -256,6 +260,12 @@ impl ActorsConfig {
 #[cfg(test)]
 mod actor_override_tests {
     use super::*;
+
+    #[test]
+    fn the_built_in_defaults_load_and_validate() {
+        let config = Config::defaults();
+        assert!(config.validate().is_ok());
+    }
 
     #[test]
     fn static_branch_overrides_parse_by_code_in_any_case() {

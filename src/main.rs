@@ -1,5 +1,11 @@
 //! The one binary: `serve` (default), `migrate`, `create-admin`, `seed-demo`.
 
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "the command line answers its operator on the terminal; the service logs through tracing"
+)]
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};

@@ -23,35 +23,33 @@ use tracing_subscriber::fmt::FormatFields;
 use tracing_subscriber::EnvFilter;
 
 use crate::config::LogConfig;
+use actors::metrics::registered;
 
 pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 static HTTP_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
+    registered(register_int_counter_vec!(
         "http_requests_total",
         "HTTP requests by route pattern, method and status",
         &["route", "method", "status"]
-    )
-    .expect("metric registers once")
+    ))
 });
 
 static HTTP_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
-    register_histogram_vec!(
+    registered(register_histogram_vec!(
         "http_request_duration_seconds",
         "HTTP request latency by route pattern and method",
         &["route", "method"],
         vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]
-    )
-    .expect("metric registers once")
+    ))
 });
 
 static POOL: LazyLock<IntGaugeVec> = LazyLock::new(|| {
-    register_int_gauge_vec!(
+    registered(register_int_gauge_vec!(
         "db_pool_connections",
         "Database pool connections by state (size, available, waiting, max)",
         &["state"]
-    )
-    .expect("metric registers once")
+    ))
 });
 
 /// Installs the global subscriber once; later calls (tests) are no-ops.

@@ -8,8 +8,12 @@
 //! --nocapture` runs the larger storms and three kills, and prints the
 //! figures (faults injected, requests, violations).
 
-// Tests fail loudly by design.
-#![allow(clippy::unwrap_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stderr,
+    reason = "tests fail loudly by design, and report their figures on stderr"
+)]
 
 #[path = "api/common/mod.rs"]
 mod common;

@@ -304,3 +304,170 @@ pub async fn insert<C: GenericClient + Sync>(tx: &C, n: NewCoupon) -> Result<Cou
     emit(tx, rev, &coupon, Op::Create).await?;
     Ok(coupon)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn coupon(discount_type: &str, value: &str) -> Coupon {
+        let at: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
+        Coupon {
+            id: Uuid::from_u128(1),
+            code: "SAVE".to_owned(),
+            kind: "promo".to_owned(),
+            discount_type: discount_type.to_owned(),
+            discount_value: value.parse().unwrap(),
+            description: String::new(),
+            applies_to: "all".to_owned(),
+            applies_to_id: None,
+            valid_from: None,
+            valid_until: None,
+            max_uses: None,
+            image_url: String::new(),
+            usage_count: 0,
+            is_active: true,
+            is_deleted: false,
+            created_by: String::new(),
+            rev: 1,
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    fn d(s: &str) -> Decimal {
+        s.parse().unwrap()
+    }
+
+    /// Lines as (gross, eligible) from ("12.50", true) pairs.
+    fn lines(l: &[(&str, bool)]) -> Vec<(Decimal, bool)> {
+        l.iter().map(|(g, ok)| (d(g), *ok)).collect()
+    }
+
+    fn amounts(v: &[Decimal]) -> Vec<String> {
+        v.iter().map(|x| wire::two_places(*x).to_string()).collect()
+    }
+
+    #[test]
+    fn a_percentage_is_taken_off_each_eligible_line_rounded_half_up() {
+        let c = coupon("percentage", "15");
+        let out = c.discounts(&lines(&[("99.99", true), ("40.00", false), ("0.10", true)]));
+        // 14.9985 → 15.00; the ineligible line keeps its price; 0.015 → 0.02.
+        assert_eq!(amounts(&out), ["15.00", "0.00", "0.02"]);
+    }
+
+    #[test]
+    fn a_percentage_never_takes_more_than_the_line() {
+        let c = coupon("percentage", "100");
+        let out = c.discounts(&lines(&[("12.34", true), ("5.00", true)]));
+        assert_eq!(amounts(&out), ["12.34", "5.00"]);
+        // Above 100 % (refused when a coupon is created) still stops at the line.
+        let c = coupon("percentage", "150");
+        assert_eq!(amounts(&c.discounts(&lines(&[("8.00", true)]))), ["8.00"]);
+    }
+
+    #[test]
+    fn a_fixed_amount_is_shared_by_line_value() {
+        let c = coupon("fixed", "100");
+        let out = c.discounts(&lines(&[("300.00", true), ("700.00", true)]));
+        assert_eq!(amounts(&out), ["30.00", "70.00"]);
+        // Ineligible lines neither get a share nor count in the proportion.
+        let out = c.discounts(&lines(&[
+            ("250.00", true),
+            ("1000.00", false),
+            ("750.00", true),
+        ]));
+        assert_eq!(amounts(&out), ["25.00", "0.00", "75.00"]);
+    }
+
+    #[test]
+    fn the_last_eligible_line_takes_the_rounding_remainder() {
+        // Thirds of 10.00: 3.33 + 3.33, and the remainder 3.34 on the last
+        // eligible line (not the last line), so the lines add up to exactly
+        // the coupon's value.
+        let c = coupon("fixed", "10");
+        let out = c.discounts(&lines(&[
+            ("10.00", true),
+            ("10.00", true),
+            ("10.00", true),
+            ("99.00", false),
+        ]));
+        assert_eq!(amounts(&out), ["3.33", "3.33", "3.34", "0.00"]);
+        assert_eq!(out.iter().sum::<Decimal>(), d("10"));
+        // Thirds of 5.00 round up (1.67), so the remainder is the smaller.
+        let c = coupon("fixed", "5");
+        let out = c.discounts(&lines(&[("3.00", true), ("3.00", true), ("3.00", true)]));
+        assert_eq!(amounts(&out), ["1.67", "1.67", "1.66"]);
+        assert_eq!(out.iter().sum::<Decimal>(), d("5"));
+    }
+
+    #[test]
+    fn a_fixed_amount_is_capped_at_what_the_eligible_lines_cost() {
+        let c = coupon("fixed", "500");
+        let out = c.discounts(&lines(&[
+            ("100.00", true),
+            ("20.00", true),
+            ("80.00", false),
+        ]));
+        assert_eq!(amounts(&out), ["100.00", "20.00", "0.00"]);
+    }
+
+    #[test]
+    fn no_eligible_line_means_no_discount() {
+        for c in [coupon("fixed", "10"), coupon("percentage", "10")] {
+            let out = c.discounts(&lines(&[("100.00", false), ("20.00", false)]));
+            assert_eq!(amounts(&out), ["0.00", "0.00"]);
+            assert!(c.discounts(&[]).is_empty());
+        }
+    }
+
+    #[test]
+    fn covers_all_one_medicine_or_one_category() {
+        let (m, other) = (Uuid::from_u128(7), Uuid::from_u128(8));
+        let mut c = coupon("fixed", "1");
+        assert!(c.covers(m, None));
+        c.applies_to = "medicine".to_owned();
+        c.applies_to_id = Some(m.to_string());
+        assert!(c.covers(m, Some("analgesic")));
+        assert!(!c.covers(other, Some("analgesic")));
+        c.applies_to = "category".to_owned();
+        c.applies_to_id = Some("analgesic".to_owned());
+        assert!(c.covers(other, Some("analgesic")));
+        assert!(!c.covers(other, Some("Analgesic")));
+        assert!(!c.covers(other, None));
+        // A category coupon without a category covers nothing, not the
+        // medicines without one.
+        c.applies_to_id = None;
+        assert!(!c.covers(other, None));
+    }
+
+    #[test]
+    fn check_usable_names_why_a_coupon_cannot_be_used() {
+        let now: DateTime<Utc> = "2026-06-01T12:00:00Z".parse().unwrap();
+        let why = |c: &Coupon| match check_usable(c, now) {
+            Ok(()) => "usable".to_owned(),
+            Err(e) => e.to_string(),
+        };
+        let fresh = coupon("fixed", "1");
+        assert_eq!(why(&fresh), "usable");
+        let mut c = fresh.clone();
+        c.is_active = false;
+        assert!(why(&c).contains("is not active"), "{}", why(&c));
+        let mut c = fresh.clone();
+        c.valid_from = Some("2026-06-01T12:00:01Z".parse().unwrap());
+        assert!(why(&c).contains("is not valid yet"), "{}", why(&c));
+        let mut c = fresh.clone();
+        c.valid_until = Some("2026-06-01T11:59:59Z".parse().unwrap());
+        assert!(why(&c).contains("has expired"), "{}", why(&c));
+        // The bounds themselves are inside the window.
+        let mut c = fresh.clone();
+        c.valid_from = Some(now);
+        c.valid_until = Some(now);
+        assert_eq!(why(&c), "usable");
+        let mut c = fresh.clone();
+        c.max_uses = Some(3);
+        c.usage_count = 2;
+        assert_eq!(why(&c), "usable");
+        c.usage_count = 3;
+        assert!(why(&c).contains("maximum number of times"), "{}", why(&c));
+    }
+}

@@ -799,9 +799,7 @@ struct Plan<'a> {
     seller_name: String,
     sale_id: Uuid,
     created_at: DateTime<Utc>,
-    total: Decimal,
-    vat: Decimal,
-    discount: Decimal,
+    totals: Totals,
 }
 
 impl Plan<'_> {
@@ -974,8 +972,10 @@ async fn prepare<'a, C: GenericClient + Sync>(tx: &C, sale: &'a NewSale) -> Resu
     let created_at = sale.occurred_at.unwrap_or_else(Utc::now).trunc_subsecs(6);
     let mut items = Vec::with_capacity(pieces.len());
     for (p, discount) in pieces.iter().zip(&discounts) {
+        // The discount comes off the VAT-inclusive gross; the VAT is what
+        // the rest (what is paid) contains.
         let line_total = p.gross - discount;
-        let vat_amount = wire::two_places(line_total * p.rate / (Decimal::ONE + p.rate));
+        let vat_amount = vat_included(line_total, p.rate);
         items.push(SaleItem {
             id: Uuid::now_v7(),
             medicine_id: p.medicine_id,
@@ -990,9 +990,7 @@ async fn prepare<'a, C: GenericClient + Sync>(tx: &C, sale: &'a NewSale) -> Resu
             cost_at_sale: wire::two_places(p.cost),
         });
     }
-    let total: Decimal = items.iter().map(|i| i.line_total).sum();
-    let vat: Decimal = items.iter().map(|i| i.vat_amount).sum();
-    let discount: Decimal = items.iter().map(|i| i.discount).sum();
+    let totals = totals(&items);
 
     // A cash or card sale's customer must exist (a credit customer is
     // checked when charged).
@@ -1015,9 +1013,7 @@ async fn prepare<'a, C: GenericClient + Sync>(tx: &C, sale: &'a NewSale) -> Resu
         seller_name,
         sale_id,
         created_at,
-        total,
-        vat,
-        discount,
+        totals,
     })
 }
 
@@ -1035,15 +1031,20 @@ async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Result<Sale> 
         seller_name,
         sale_id,
         created_at,
-        total,
-        vat,
-        discount,
+        totals,
     } = plan;
     if let Some(c) = &coupon {
         coupons::redeem(tx, c).await?;
     }
     if let (Some(id), true) = (sale.customer_id, sale.payment_method == "credit") {
-        customers::charge(tx, id, total, (sale_id, sale.branch_id), sale.user_id).await?;
+        customers::charge(
+            tx,
+            id,
+            totals.total,
+            (sale_id, sale.branch_id),
+            sale.user_id,
+        )
+        .await?;
     }
 
     // Every refusal (coupon used up, credit limit) has happened by now; the
@@ -1057,7 +1058,7 @@ async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Result<Sale> 
         &[
             stock::take_stmt(&takes),
             counter_stmt(sale.branch_id),
-            session_stmt(sale, total, vat),
+            session_stmt(sale, totals.total, totals.vat),
             changes::allocate_stmt(),
         ],
     )
@@ -1090,10 +1091,10 @@ async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Result<Sale> 
         prescription_id: sale.prescription_id,
         coupon_code: coupon.as_ref().map(|c| c.code.clone()),
         payment_method: sale.payment_method.clone(),
-        discount: wire::two_places(discount),
-        subtotal: wire::two_places(total - vat),
-        vat: wire::two_places(vat),
-        total: wire::two_places(total),
+        discount: totals.discount,
+        subtotal: totals.subtotal,
+        vat: totals.vat,
+        total: totals.total,
         cash_session_id,
         device_id: sale.device_id,
         client_mutation_id: sale.client_mutation_id.clone(),
@@ -1170,6 +1171,37 @@ async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Result<Sale> 
     Ok(made)
 }
 
+/// The VAT an amount at `rate` (0.18 for 18 %) contains, VAT included:
+/// `amount × rate / (1 + rate)`, rounded half up to 2 places. Applied per
+/// line, so a sale's VAT is the sum of its lines' rounded VAT.
+fn vat_included(amount: Decimal, rate: Decimal) -> Decimal {
+    wire::two_places(amount * rate / (Decimal::ONE + rate))
+}
+
+/// A sale's figures, from its lines (each already rounded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Totals {
+    discount: Decimal,
+    /// `total − vat`.
+    subtotal: Decimal,
+    vat: Decimal,
+    /// What the customer pays: the lines' totals, VAT included.
+    total: Decimal,
+}
+
+fn totals(items: &[SaleItem]) -> Totals {
+    let total: Decimal = items.iter().map(|i| i.line_total).sum();
+    let vat: Decimal = items.iter().map(|i| i.vat_amount).sum();
+    let discount: Decimal = items.iter().map(|i| i.discount).sum();
+    Totals {
+        discount: wire::two_places(discount),
+        subtotal: wire::two_places(total - vat),
+        vat: wire::two_places(vat),
+        total: wire::two_places(total),
+    }
+}
+
+/// A rate (0.18) as whole percent (18), half away from zero.
 fn percent(rate: Decimal) -> i32 {
     use rust_decimal::prelude::ToPrimitive;
     (rate * Decimal::ONE_HUNDRED)
@@ -1703,5 +1735,182 @@ mod tests {
             })
         );
         assert_eq!(allocate(&rx, &[(a, 2)]), Ok(vec![(rx[0].id, 2)]));
+    }
+
+    fn d(s: &str) -> Decimal {
+        s.parse().unwrap()
+    }
+
+    fn id(s: &str) -> Uuid {
+        Uuid::parse_str(s).unwrap()
+    }
+
+    fn item(line_total: &str, vat_amount: &str, discount: &str) -> SaleItem {
+        SaleItem {
+            id: Uuid::nil(),
+            medicine_id: Uuid::nil(),
+            medicine_name: String::new(),
+            batch_id: Uuid::nil(),
+            quantity: 1,
+            unit_price: d(line_total) + d(discount),
+            discount: d(discount),
+            line_total: d(line_total),
+            vat_rate: 18,
+            vat_amount: d(vat_amount),
+            cost_at_sale: Decimal::ZERO,
+        }
+    }
+
+    #[test]
+    fn vat_is_split_out_of_the_vat_inclusive_amount() {
+        let standard = d("0.18");
+        assert_eq!(vat_included(d("1180.00"), standard).to_string(), "180.00");
+        assert_eq!(vat_included(d("115.00"), d("0.15")).to_string(), "15.00");
+        assert_eq!(vat_included(d("99.99"), Decimal::ZERO).to_string(), "0.00");
+        // 27 × 0.18 / 1.18 = 4.1186…
+        assert_eq!(vat_included(d("27.00"), standard).to_string(), "4.12");
+        // 0.125 × 0.25 / 1.25 = 0.025 exactly: half up, not to even.
+        assert_eq!(vat_included(d("0.125"), d("0.25")).to_string(), "0.03");
+    }
+
+    #[test]
+    fn a_sales_vat_is_the_sum_of_its_lines_each_rounded() {
+        // Three lines of 0.10 at 18 %: 0.0153 each, 0.02 once rounded; the
+        // sale carries 0.06, not the 0.05 that rounding the sum would give.
+        let line = vat_included(d("0.10"), d("0.18"));
+        assert_eq!(line.to_string(), "0.02");
+        assert_eq!(vat_included(d("0.30"), d("0.18")).to_string(), "0.05");
+        let t = totals(&[
+            item("0.10", "0.02", "0"),
+            item("0.10", "0.02", "0"),
+            item("0.10", "0.02", "0"),
+        ]);
+        assert_eq!(
+            (
+                t.total.to_string(),
+                t.vat.to_string(),
+                t.subtotal.to_string()
+            ),
+            ("0.30".to_owned(), "0.06".to_owned(), "0.24".to_owned())
+        );
+    }
+
+    #[test]
+    fn totals_add_the_lines_and_subtotal_is_total_minus_vat() {
+        let t = totals(&[item("27.00", "4.12", "3.00"), item("5.5", "0", "0")]);
+        assert_eq!(
+            t,
+            Totals {
+                discount: d("3.00"),
+                subtotal: d("28.38"),
+                vat: d("4.12"),
+                total: d("32.50"),
+            }
+        );
+        // Two places on the wire, whatever the scale of the inputs.
+        assert_eq!(t.total.to_string(), "32.50");
+        assert_eq!(t.discount.to_string(), "3.00");
+        assert_eq!(totals(&[]).total.to_string(), "0.00");
+    }
+
+    #[test]
+    fn rates_are_stored_as_whole_percent() {
+        assert_eq!(percent(d("0.18")), 18);
+        assert_eq!(percent(d("0.15")), 15);
+        assert_eq!(percent(Decimal::ZERO), 0);
+        assert_eq!(percent(d("0.175")), 18);
+        assert_eq!(percent(d("0.125")), 13);
+    }
+
+    /// A sale as `write` makes it, with fixed ids and figures.
+    fn fixed_sale() -> Sale {
+        let mut a = item("27.00", "4.12", "3.00");
+        a.medicine_id = id("01958a3c-0000-7000-8000-00000000000a");
+        a.batch_id = id("01958a3c-0000-7000-8000-0000000000ba");
+        a.quantity = 3;
+        a.unit_price = d("10");
+        let mut b = item("5.50", "0.00", "0");
+        b.medicine_id = id("01958a3c-0000-7000-8000-00000000000b");
+        b.batch_id = id("01958a3c-0000-7000-8000-0000000000bb");
+        b.vat_rate = 0;
+        Sale {
+            id: id("01958a3c-0000-7000-8000-000000000001"),
+            branch_id: id("01958a3c-0000-7000-8000-0000000000b1"),
+            icv: 42,
+            invoice_number: "KLA-00000042".to_owned(),
+            customer_id: Some(id("01958a3c-0000-7000-8000-0000000000c1")),
+            prescription_id: None,
+            coupon_code: Some("SAVE3".to_owned()),
+            payment_method: "cash".to_owned(),
+            discount: d("3.00"),
+            subtotal: d("28.38"),
+            vat: d("4.12"),
+            total: d("32.5"),
+            cash_session_id: None,
+            device_id: None,
+            client_mutation_id: None,
+            status: "completed".to_owned(),
+            previous_invoice_hash:
+                "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".to_owned(),
+            invoice_hash: String::new(),
+            created_by: Uuid::nil(),
+            created_by_name: "Cashier".to_owned(),
+            rev: 7,
+            created_at: "2026-03-14T09:26:53.589793Z".parse().unwrap(),
+            items: vec![a, b],
+        }
+    }
+
+    /// The invoice hash chain's canonical text and digest, pinned: a change
+    /// of either breaks every chain already stored (and the tills' own
+    /// recomputation), so it must fail here first. The digest is the plain
+    /// SHA-256 (hex) of the text: `printf '%s' "$text" | sha256sum` gives
+    /// the same. Figures print with two places whatever their scale (the
+    /// total is held as 32.5, the first line's price as 10).
+    #[test]
+    fn the_invoice_hash_covers_a_fixed_canonical_text() {
+        let sale = fixed_sale();
+        let text = canonical(&sale, sale.created_at);
+        assert_eq!(
+            text,
+            "01958a3c-0000-7000-8000-0000000000b1|42|KLA-00000042|2026-03-14T09:26:53.589793Z|cash\
+             |01958a3c-0000-7000-8000-0000000000c1|3.00|28.38|4.12|32.50\
+             |9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\n\
+             01958a3c-0000-7000-8000-00000000000a|01958a3c-0000-7000-8000-0000000000ba|3|10.00|3.00|27.00|4.12\n\
+             01958a3c-0000-7000-8000-00000000000b|01958a3c-0000-7000-8000-0000000000bb|1|5.50|0.00|5.50|0.00\n"
+        );
+        assert_eq!(
+            invoice_hash(&sale, sale.created_at),
+            "2387bcda0cfe17477cdc093a720d6c9c9a28a7c5d7a019a430f966f03abffbe9"
+        );
+    }
+
+    #[test]
+    fn the_invoice_hash_changes_with_every_covered_figure() {
+        let sale = fixed_sale();
+        let pinned = invoice_hash(&sale, sale.created_at);
+        type Edit = (&'static str, fn(&mut Sale));
+        let edits: [Edit; 8] = [
+            ("icv", |s| s.icv += 1),
+            ("customer", |s| s.customer_id = None),
+            ("total", |s| s.total += d("0.01")),
+            ("previous hash", |s| {
+                s.previous_invoice_hash = "0".repeat(64)
+            }),
+            ("a line's batch", |s| s.items[0].batch_id = Uuid::nil()),
+            ("a line's vat", |s| s.items[1].vat_amount = d("0.01")),
+            ("a line dropped", |s| {
+                s.items.pop();
+            }),
+            ("the lines' order", |s| s.items.reverse()),
+        ];
+        for (what, edit) in edits {
+            let mut s = fixed_sale();
+            edit(&mut s);
+            assert_ne!(invoice_hash(&s, s.created_at), pinned, "{what}");
+        }
+        // The time counts to the microsecond.
+        let later = sale.created_at + chrono::Duration::microseconds(1);
+        assert_ne!(invoice_hash(&sale, later), pinned);
     }
 }

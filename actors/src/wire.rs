@@ -56,3 +56,26 @@ pub fn two_places(d: Decimal) -> Decimal {
     d.rescale(2);
     d
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two(s: &str) -> String {
+        two_places(s.parse().unwrap()).to_string()
+    }
+
+    #[test]
+    fn money_rounds_half_up_to_two_places() {
+        // Half away from zero, never to even (2.665 would be 2.66 to even).
+        assert_eq!(two("2.665"), "2.67");
+        assert_eq!(two("2.675"), "2.68");
+        assert_eq!(two("1.005"), "1.01");
+        assert_eq!(two("1.00499"), "1.00");
+        assert_eq!(two("-1.005"), "-1.01");
+        // Always two places, whatever the scale it came with.
+        assert_eq!(two("7"), "7.00");
+        assert_eq!(two("7.5"), "7.50");
+        assert_eq!(two("0"), "0.00");
+    }
+}

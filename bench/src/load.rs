@@ -58,6 +58,10 @@ pub struct Tally {
 }
 
 impl Default for Tally {
+    #[allow(
+        clippy::expect_used,
+        reason = "the histogram bounds are constants, valid by construction"
+    )]
     fn default() -> Tally {
         Tally {
             // 1 µs to 10 min, 3 significant digits; in range by construction.

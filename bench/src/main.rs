@@ -14,6 +14,12 @@
 //! checks the invariants after every write scenario, and writes the figures
 //! as JSON under `target/bench/`. See docs/performance.md.
 
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a command-line tool: its figures and failures go to the terminal"
+)]
+
 mod api;
 mod load;
 mod pg;

@@ -1,8 +1,12 @@
 //! Integration tests: the real HTTP app against a real PostgreSQL, one
 //! database per test. One module per URL area.
 
-// Tests fail loudly by design.
-#![allow(clippy::unwrap_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stderr,
+    reason = "tests fail loudly by design, and report their figures on stderr"
+)]
 
 mod common;
 

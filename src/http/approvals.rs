@@ -18,14 +18,14 @@ use actors::{input, Error, Result, Role};
 /// Who may decide approvals (of their own branch, unless admin).
 const DECIDERS: &[Role] = &[Role::Admin, Role::BranchManager];
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/approvals")
-            .route(web::get().to(list))
-            .route(web::post().to(create)),
-    )
-    .service(web::resource("/approvals/{id}/approve").route(web::post().to(approve)))
-    .service(web::resource("/approvals/{id}/reject").route(web::post().to(reject)));
+use actix_web::{get, post};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list)
+        .service(create)
+        .service(approve)
+        .service(reject);
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -41,11 +41,12 @@ pub struct ApprovalCreate {
 }
 
 /// Files a `pending` request on the caller's branch.
-#[utoipa::path(post, path = "/api/v1/approvals", tag = "approvals", security(("bearer" = [])),
+#[utoipa::path(tag = "approvals", security(("bearer" = [])),
     request_body = ApprovalCreate,
     responses((status = 201, body = Approval), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[post("/approvals")]
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
@@ -104,11 +105,12 @@ fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
 }
 
 /// Approvals, newest first, 20 per page.
-#[utoipa::path(get, path = "/api/v1/approvals", tag = "approvals", security(("bearer" = [])),
+#[utoipa::path(tag = "approvals", security(("bearer" = [])),
     params(ApprovalQuery, PageParams),
     responses((status = 200, body = ApprovalPage), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/approvals")]
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
@@ -171,12 +173,13 @@ async fn decide(state: &AppState, caller: &Caller, raw_id: &str, status: &str) -
 }
 
 /// `pending` → `approved`.
-#[utoipa::path(post, path = "/api/v1/approvals/{id}/approve", tag = "approvals", security(("bearer" = [])),
+#[utoipa::path(tag = "approvals", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Approval), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[post("/approvals/{id}/approve")]
 pub async fn approve(
     state: web::Data<AppState>,
     caller: Caller,
@@ -186,12 +189,13 @@ pub async fn approve(
 }
 
 /// `pending` → `rejected`.
-#[utoipa::path(post, path = "/api/v1/approvals/{id}/reject", tag = "approvals", security(("bearer" = [])),
+#[utoipa::path(tag = "approvals", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Approval), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[post("/approvals/{id}/reject")]
 pub async fn reject(
     state: web::Data<AppState>,
     caller: Caller,

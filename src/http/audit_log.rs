@@ -18,8 +18,11 @@ use crate::store::audit::{self, AuditRow};
 use actors::error::Problem;
 use actors::{Result, Role};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/audit-log").route(web::get().to(list)));
+use actix_web::get;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list);
 }
 
 const READERS: &[Role] = &[Role::Admin, Role::Auditor];
@@ -57,11 +60,12 @@ fn exact(v: Option<String>) -> Option<String> {
 }
 
 /// Audit-log entries newest first, 20 per page (at most 200).
-#[utoipa::path(get, path = "/api/v1/audit-log", tag = "audit", security(("bearer" = [])),
+#[utoipa::path(tag = "audit", security(("bearer" = [])),
     params(AuditQuery, PageParams),
     responses((status = 200, body = AuditPage), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/audit-log")]
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,

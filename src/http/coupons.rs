@@ -16,12 +16,11 @@ use actors::coupons::{self, Coupon, NewCoupon};
 use actors::error::Problem;
 use actors::{db, input, wire, Error, Result, Role};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/coupons")
-            .route(web::get().to(list))
-            .route(web::post().to(create)),
-    );
+use actix_web::{get, post};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list).service(create);
 }
 
 const WRITERS: &[Role] = &[Role::Admin, Role::BranchManager];
@@ -263,12 +262,13 @@ async fn target(
 }
 
 /// Creates a coupon.
-#[utoipa::path(post, path = "/api/v1/coupons", tag = "coupons", security(("bearer" = [])),
+#[utoipa::path(tag = "coupons", security(("bearer" = [])),
     request_body = CouponCreate,
     responses((status = 201, body = CouponView), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[post("/coupons")]
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
@@ -284,9 +284,10 @@ pub async fn create(
 }
 
 /// Live coupons, newest first.
-#[utoipa::path(get, path = "/api/v1/coupons", tag = "coupons", security(("bearer" = [])), params(PageParams),
+#[utoipa::path(tag = "coupons", security(("bearer" = [])), params(PageParams),
     responses((status = 200, body = CouponPage), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json")))]
+#[get("/coupons")]
 pub async fn list(
     state: web::Data<AppState>,
     _caller: Caller,

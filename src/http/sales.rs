@@ -21,19 +21,19 @@ pub const SELLERS: &[Role] = &[
     Role::Cashier,
 ];
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/sales")
-            .route(web::get().to(list))
-            .route(web::post().to(create)),
-    )
-    .service(web::resource("/sales/verify-chain").route(web::get().to(verify_chain)))
-    .service(web::resource("/sales/{id}").route(web::get().to(get)));
+use actix_web::{get, post};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list)
+        .service(create)
+        .service(verify_chain)
+        .service(get);
 }
 
 /// Makes a sale. A retry with the same `client_mutation_id` answers the
 /// first sale again (200 with `Idempotent-Replay: true`) and changes nothing.
-#[utoipa::path(post, path = "/api/v1/sales", tag = "sales", security(("bearer" = [])),
+#[utoipa::path(tag = "sales", security(("bearer" = [])),
     request_body = SaleRequest,
     responses((status = 201, body = Sale), (status = 200, description = "A replay of an earlier request with the same client_mutation_id", body = Sale),
         (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -41,6 +41,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
+#[post("/sales")]
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
@@ -59,10 +60,11 @@ pub async fn create(
 }
 
 /// One sale with its lines.
-#[utoipa::path(get, path = "/api/v1/sales/{id}", tag = "sales", security(("bearer" = [])),
+#[utoipa::path(tag = "sales", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Sale), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[get("/sales/{id}")]
 pub async fn get(
     state: web::Data<AppState>,
     caller: Caller,
@@ -99,11 +101,12 @@ pub struct SalePage {
 }
 
 /// Sales newest first, paged (20 per page by default).
-#[utoipa::path(get, path = "/api/v1/sales", tag = "sales", security(("bearer" = [])),
+#[utoipa::path(tag = "sales", security(("bearer" = [])),
     params(SalesQuery, PageParams),
     responses((status = 200, body = SalePage), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/sales")]
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
@@ -133,10 +136,11 @@ pub struct ChainQuery {
 }
 
 /// Recomputes a branch's invoice hash chain and reports the first broken link.
-#[utoipa::path(get, path = "/api/v1/sales/verify-chain", tag = "sales", security(("bearer" = [])),
+#[utoipa::path(tag = "sales", security(("bearer" = [])),
     params(ChainQuery),
     responses((status = 200, body = ChainReport), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/sales/verify-chain")]
 pub async fn verify_chain(
     state: web::Data<AppState>,
     caller: Caller,

@@ -15,11 +15,16 @@ use actors::{Error, Result, Role};
 
 const PUSHERS: &[Role] = &[Role::Admin, Role::Cashier];
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+use actix_web::post;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+/// The push route sits in its own scope, which carries its larger body
+/// limit.
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(
-        web::resource("/sync/push")
+        utoipa_actix_web::scope("/sync/push")
             .app_data(PushBodyLimit)
-            .route(web::post().to(push)),
+            .service(push),
     );
 }
 
@@ -87,7 +92,7 @@ pub struct PushAnswer {
 
 /// Applies a till's changes in order, each in its own transaction; batches
 /// of one device one at a time, devices in parallel.
-#[utoipa::path(post, path = "/api/v1/sync/push", tag = "sync", security(("bearer" = [])),
+#[utoipa::path(tag = "sync", security(("bearer" = [])),
     request_body = PushRequest,
     responses((status = 200, body = PushAnswer), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -95,6 +100,7 @@ pub struct PushAnswer {
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 413, body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
+#[post("")]
 pub async fn push(
     state: web::Data<AppState>,
     caller: Caller,

@@ -82,14 +82,6 @@ pub struct ApprovalQuery {
     pub branch_id: Option<Uuid>,
 }
 
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub struct ApprovalPage {
-    pub items: Vec<Approval>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
     let Some(s) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
         return Ok(None);
@@ -107,7 +99,7 @@ fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
 /// Approvals, newest first, 20 per page.
 #[utoipa::path(tag = "approvals", security(("bearer" = [])),
     params(ApprovalQuery, PageParams),
-    responses((status = 200, body = ApprovalPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<Approval>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
 #[get("/approvals")]

@@ -6,8 +6,7 @@
 //! organisation-wide ones, and naming another branch is 403.
 
 use actix_web::{web, HttpResponse};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::auth::Caller;
@@ -47,14 +46,6 @@ pub struct AuditQuery {
     pub to_date: Option<Day>,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-pub struct AuditPage {
-    pub items: Vec<AuditRow>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 fn exact(v: Option<String>) -> Option<String> {
     v.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty())
 }
@@ -62,7 +53,7 @@ fn exact(v: Option<String>) -> Option<String> {
 /// Audit-log entries newest first, 20 per page (at most 200).
 #[utoipa::path(tag = "audit", security(("bearer" = [])),
     params(AuditQuery, PageParams),
-    responses((status = 200, body = AuditPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<AuditRow>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
 #[get("/audit-log")]

@@ -44,19 +44,11 @@ pub struct BranchFilter {
     pub branch_id: Option<Uuid>,
 }
 
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub struct DeviceRegisterPage {
-    pub items: Vec<RegisterRow>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 /// The device register: every till ever registered (revoked ones too),
 /// newest first, each with its branch's name. An empty list means none.
 #[utoipa::path(tag = "compliance", security(("bearer" = [])),
     params(BranchFilter, PageParams),
-    responses((status = 200, body = DeviceRegisterPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<RegisterRow>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
 #[get("/compliance/devices")]

@@ -111,14 +111,6 @@ impl From<Coupon> for CouponView {
     }
 }
 
-#[derive(Serialize, ToSchema)]
-pub struct CouponPage {
-    pub items: Vec<CouponView>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 /// An RFC 3339 timestamp, or a bare date meaning 00:00 UTC of that day.
 fn instant(field: &str, value: Option<&str>) -> Result<Option<DateTime<Utc>>> {
     let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
@@ -285,7 +277,7 @@ pub async fn create(
 
 /// Live coupons, newest first.
 #[utoipa::path(tag = "coupons", security(("bearer" = [])), params(PageParams),
-    responses((status = 200, body = CouponPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<CouponView>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json")))]
 #[get("/coupons")]
 pub async fn list(

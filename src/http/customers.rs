@@ -36,18 +36,10 @@ pub struct CustomerQuery {
     pub search: Option<String>,
 }
 
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub struct CustomerPage {
-    pub items: Vec<CustomerView>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 /// Customers by name, 20 per page, optionally filtered by `search`.
 #[utoipa::path(tag = "customers", security(("bearer" = [])),
     params(CustomerQuery, PageParams),
-    responses((status = 200, body = CustomerPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<CustomerView>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json")))]
 #[get("/customers")]
 pub async fn list(
@@ -147,18 +139,10 @@ pub async fn delete(
     Ok(HttpResponse::NoContent().finish())
 }
 
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub struct LedgerPage {
-    pub items: Vec<LedgerRow>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 /// The customer's ledger, newest first, 20 per page.
 #[utoipa::path(tag = "customers", security(("bearer" = [])),
     params(("id" = String, Path), PageParams),
-    responses((status = 200, body = LedgerPage), (status = 401, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<LedgerRow>), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
 #[get("/customers/{id}/ledger")]
 pub async fn ledger(

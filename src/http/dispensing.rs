@@ -86,14 +86,6 @@ pub struct WillCallQuery {
     pub branch_id: Option<Uuid>,
 }
 
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub struct WillCallPage {
-    pub items: Vec<WillCall>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
     let Some(s) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
         return Ok(None);
@@ -111,7 +103,7 @@ fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
 /// The branch's pickups, newest first, 20 per page.
 #[utoipa::path(tag = "dispensing", security(("bearer" = [])),
     params(WillCallQuery, PageParams),
-    responses((status = 200, body = WillCallPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<WillCall>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
 #[get("/dispensing/will-call")]

@@ -3,7 +3,6 @@
 
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
-use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::Caller;
@@ -35,18 +34,10 @@ pub struct MedicineQuery {
     pub branch_id: Option<Uuid>,
 }
 
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub struct MedicinePage {
-    pub items: Vec<MedicineView>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 /// The catalogue with live stock, 20 per page, filtered by `search` and `category`.
 #[utoipa::path(tag = "medicines", security(("bearer" = [])),
     params(MedicineQuery, PageParams),
-    responses((status = 200, body = MedicinePage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<MedicineView>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
 #[get("/medicines")]

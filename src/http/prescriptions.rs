@@ -142,14 +142,6 @@ pub struct PrescriptionQuery {
     pub branch_id: Option<Uuid>,
 }
 
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub struct PrescriptionPage {
-    pub items: Vec<Prescription>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 /// `status` normalised to the stored upper case; empty means no filter.
 fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
     let Some(s) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
@@ -168,7 +160,7 @@ fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
 /// The branch's prescriptions with their lines: pending first, then newest.
 #[utoipa::path(tag = "prescriptions", security(("bearer" = [])),
     params(PrescriptionQuery, PageParams),
-    responses((status = 200, body = PrescriptionPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<Prescription>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
 #[get("/prescriptions")]

@@ -563,18 +563,10 @@ pub struct JobQuery {
     pub reference_id: Option<String>,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-pub struct PrintJobPage {
-    pub items: Vec<PrintJob>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 /// The print-job log, newest first, 20 per page.
 #[utoipa::path(tag = "printing", security(("bearer" = [])),
     params(JobQuery, PageParams),
-    responses((status = 200, body = PrintJobPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<PrintJob>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
 #[get("/printing/print-jobs")]

@@ -92,18 +92,10 @@ pub struct SalesQuery {
     pub branch_id: Option<Uuid>,
 }
 
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub struct SalePage {
-    pub items: Vec<Sale>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 /// Sales newest first, paged (20 per page by default).
 #[utoipa::path(tag = "sales", security(("bearer" = [])),
     params(SalesQuery, PageParams),
-    responses((status = 200, body = SalePage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<Sale>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
 #[get("/sales")]

@@ -3,7 +3,6 @@
 
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
-use utoipa::ToSchema;
 
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
@@ -32,18 +31,10 @@ pub struct SupplierQuery {
     pub is_active: Option<String>,
 }
 
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub struct SupplierPage {
-    pub items: Vec<Supplier>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 /// Suppliers by name, 20 per page.
 #[utoipa::path(tag = "suppliers", security(("bearer" = [])),
     params(SupplierQuery, PageParams),
-    responses((status = 200, body = SupplierPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<Supplier>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json")))]
 #[get("/suppliers")]
 pub async fn list(

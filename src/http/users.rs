@@ -63,14 +63,6 @@ pub struct UserUpdate {
     pub is_active: Option<bool>,
 }
 
-#[derive(serde::Serialize, ToSchema)]
-pub struct UserPage {
-    pub items: Vec<User>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 /// A branch manager may only touch non-admin users of its own branch.
 fn may_manage(caller: &Caller, branch_id: Uuid, role: Role) -> Result<()> {
     caller.require(MANAGERS)?;
@@ -162,7 +154,7 @@ async fn live_branch(client: &deadpool_postgres::Client, id: Uuid) -> Result<()>
 
 /// Staff accounts the caller manages, 20 per page.
 #[utoipa::path(tag = "users", security(("bearer" = [])), params(UserQuery, PageParams),
-    responses((status = 200, body = UserPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<User>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
 #[get("/users")]

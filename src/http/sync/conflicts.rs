@@ -19,18 +19,10 @@ pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(list).service(resolve);
 }
 
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub struct ConflictPage {
-    pub items: Vec<Conflict>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 /// Pending conflicts, newest first (50 per page).
 #[utoipa::path(tag = "sync", security(("bearer" = [])),
     params(PageParams),
-    responses((status = 200, body = ConflictPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<Conflict>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
 #[get("/sync/conflicts")]

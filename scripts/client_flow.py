@@ -37,7 +37,7 @@ from pharmacy_client.models import (
     Device,
     DeviceCreate,
     LoginRequest,
-    MedicinePage,
+    PagedMedicineView,
     PushAnswer,
     PushChange,
     PushChangePayload,
@@ -200,7 +200,7 @@ def main(base_url, document_path):
         "listMedicines",
         list_medicines.sync_detailed(client=client, page_size=100),
         200,
-        MedicinePage,
+        PagedMedicineView,
     )
     stocked = [m for m in page.items if m.stock_quantity >= 10 and not m.requires_prescription]
     if not stocked:

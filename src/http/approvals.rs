@@ -15,14 +15,14 @@ use crate::store::audit;
 use actors::error::Problem;
 use actors::{input, Action, Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/approvals")
-            .route(web::get().to(list))
-            .route(web::post().to(create)),
-    )
-    .service(web::resource("/approvals/{id}/approve").route(web::post().to(approve)))
-    .service(web::resource("/approvals/{id}/reject").route(web::post().to(reject)));
+use actix_web::{get, post};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list)
+        .service(create)
+        .service(approve)
+        .service(reject);
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -38,11 +38,12 @@ pub struct ApprovalCreate {
 }
 
 /// Files a `pending` request on the caller's branch.
-#[utoipa::path(post, path = "/api/v1/approvals", tag = "approvals", security(("bearer" = [])),
+#[utoipa::path(tag = "approvals", security(("bearer" = [])),
     request_body = ApprovalCreate,
     responses((status = 201, body = Approval), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[post("/approvals")]
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
@@ -78,14 +79,6 @@ pub struct ApprovalQuery {
     pub branch_id: Option<Uuid>,
 }
 
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub struct ApprovalPage {
-    pub items: Vec<Approval>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
     let Some(s) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
         return Ok(None);
@@ -101,11 +94,12 @@ fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
 }
 
 /// Approvals, newest first, 20 per page.
-#[utoipa::path(get, path = "/api/v1/approvals", tag = "approvals", security(("bearer" = [])),
+#[utoipa::path(tag = "approvals", security(("bearer" = [])),
     params(ApprovalQuery, PageParams),
-    responses((status = 200, body = ApprovalPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<Approval>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/approvals")]
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
@@ -168,12 +162,13 @@ async fn decide(state: &AppState, caller: &Caller, raw_id: &str, status: &str) -
 }
 
 /// `pending` → `approved`.
-#[utoipa::path(post, path = "/api/v1/approvals/{id}/approve", tag = "approvals", security(("bearer" = [])),
+#[utoipa::path(tag = "approvals", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Approval), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[post("/approvals/{id}/approve")]
 pub async fn approve(
     state: web::Data<AppState>,
     caller: Caller,
@@ -183,12 +178,13 @@ pub async fn approve(
 }
 
 /// `pending` → `rejected`.
-#[utoipa::path(post, path = "/api/v1/approvals/{id}/reject", tag = "approvals", security(("bearer" = [])),
+#[utoipa::path(tag = "approvals", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Approval), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[post("/approvals/{id}/reject")]
 pub async fn reject(
     state: web::Data<AppState>,
     caller: Caller,

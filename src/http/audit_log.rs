@@ -6,8 +6,7 @@
 //! organisation-wide ones, and naming another branch is 403.
 
 use actix_web::{web, HttpResponse};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::auth::Caller;
@@ -18,8 +17,11 @@ use crate::store::audit::{self, AuditRow};
 use actors::error::Problem;
 use actors::{Action, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/audit-log").route(web::get().to(list)));
+use actix_web::get;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list);
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -42,24 +44,17 @@ pub struct AuditQuery {
     pub to_date: Option<Day>,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-pub struct AuditPage {
-    pub items: Vec<AuditRow>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 fn exact(v: Option<String>) -> Option<String> {
     v.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty())
 }
 
 /// Audit-log entries newest first, 20 per page (at most 200).
-#[utoipa::path(get, path = "/api/v1/audit-log", tag = "audit", security(("bearer" = [])),
+#[utoipa::path(tag = "audit", security(("bearer" = [])),
     params(AuditQuery, PageParams),
-    responses((status = 200, body = AuditPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<AuditRow>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/audit-log")]
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,

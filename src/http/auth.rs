@@ -16,12 +16,15 @@ use crate::store::{audit, auth_sessions, rate_limits, users};
 use actors::error::Problem;
 use actors::{db, input, Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/auth/login").route(web::post().to(login)))
-        .service(web::resource("/auth/refresh").route(web::post().to(refresh)))
-        .service(web::resource("/auth/logout").route(web::post().to(logout)))
-        .service(web::resource("/auth/password").route(web::post().to(change_password)))
-        .service(web::resource("/auth/me").route(web::get().to(me)));
+use actix_web::{get, post};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(login)
+        .service(refresh)
+        .service(logout)
+        .service(change_password)
+        .service(me);
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -102,7 +105,7 @@ async fn claim_attempt<C: GenericClient + Sync>(
 /// Failed attempts are limited per email and per client address in a fixed
 /// window; an attempt holds its slot while its password is checked and gives
 /// it back when it succeeds.
-#[utoipa::path(post, path = "/api/v1/auth/login", tag = "auth", request_body = LoginRequest,
+#[utoipa::path(tag = "auth", request_body = LoginRequest,
     responses(
         (status = 200, body = TokenResponse),
         (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -110,6 +113,7 @@ async fn claim_attempt<C: GenericClient + Sync>(
         (status = 429, body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds until the window ends"))),
     ))]
+#[post("/auth/login")]
 pub async fn login(
     state: web::Data<AppState>,
     req: HttpRequest,
@@ -196,12 +200,13 @@ async fn issue_pair<C: GenericClient + Sync>(
 
 /// Exchange a refresh token for a new pair. Each refresh token works once;
 /// presenting a used one ends every session and token of its user.
-#[utoipa::path(post, path = "/api/v1/auth/refresh", tag = "auth", request_body = RefreshRequest,
+#[utoipa::path(tag = "auth", request_body = RefreshRequest,
     responses(
         (status = 200, body = TokenResponse),
         (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
     ))]
+#[post("/auth/refresh")]
 pub async fn refresh(
     state: web::Data<AppState>,
     Json(body): Json<RefreshRequest>,
@@ -241,13 +246,14 @@ pub async fn refresh(
 /// tokens and its refresh-token family, at once. A `refresh_token` of the
 /// caller given in the body ends its session too. Other sessions of the
 /// user (other tills) stay signed in.
-#[utoipa::path(post, path = "/api/v1/auth/logout", tag = "auth", security(("bearer" = [])),
+#[utoipa::path(tag = "auth", security(("bearer" = [])),
     request_body(content = Option<LogoutRequest>, description = "May be omitted"),
     responses(
         (status = 204, description = "Signed out"),
         (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
     ))]
+#[post("/auth/logout")]
 pub async fn logout(
     state: web::Data<AppState>,
     caller: Caller,
@@ -275,7 +281,7 @@ pub async fn logout(
 /// `new_password` follows the rules of user creation. Every token of the
 /// user ends, on every till, and the answer is a fresh pair in a new session
 /// (the shape of a login), so the caller stays signed in.
-#[utoipa::path(post, path = "/api/v1/auth/password", tag = "auth", security(("bearer" = [])),
+#[utoipa::path(tag = "auth", security(("bearer" = [])),
     request_body = PasswordChange,
     responses(
         (status = 200, body = TokenResponse),
@@ -284,6 +290,7 @@ pub async fn logout(
         (status = 429, body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds until the window ends"))),
     ))]
+#[post("/auth/password")]
 pub async fn change_password(
     state: web::Data<AppState>,
     req: HttpRequest,
@@ -344,11 +351,12 @@ pub async fn change_password(
 }
 
 /// The signed-in user.
-#[utoipa::path(get, path = "/api/v1/auth/me", tag = "auth", security(("bearer" = [])),
+#[utoipa::path(tag = "auth", security(("bearer" = [])),
     responses(
         (status = 200, body = users::User),
         (status = 401, body = Problem, content_type = "application/problem+json"),
     ))]
+#[get("/auth/me")]
 pub async fn me(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse> {
     let client = state.pool.get().await?;
     let user = users::get(&client, caller.user_id)

@@ -12,18 +12,15 @@ use actors::error::Problem;
 use actors::input::{self, max};
 use actors::{Action, Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/branches")
-            .route(web::get().to(list))
-            .route(web::post().to(create)),
-    )
-    .service(
-        web::resource("/branches/{id}")
-            .route(web::get().to(get))
-            .route(web::put().to(update))
-            .route(web::delete().to(delete)),
-    );
+use actix_web::{delete, get, post, put};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list)
+        .service(create)
+        .service(get)
+        .service(update)
+        .service(delete);
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -111,8 +108,9 @@ fn duplicate_code(e: Error) -> Error {
 }
 
 /// Branches the caller may see (an admin sees all).
-#[utoipa::path(get, path = "/api/v1/branches", tag = "branches", security(("bearer" = [])),
+#[utoipa::path(tag = "branches", security(("bearer" = [])),
     responses((status = 200, body = BranchList), (status = 401, body = Problem, content_type = "application/problem+json")))]
+#[get("/branches")]
 pub async fn list(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse> {
     let client = state.pool.get().await?;
     let only = (!caller.any_branch()).then_some(caller.branch_id);
@@ -122,10 +120,11 @@ pub async fn list(state: web::Data<AppState>, caller: Caller) -> Result<HttpResp
 }
 
 /// One branch; 404 for a branch the caller may not see.
-#[utoipa::path(get, path = "/api/v1/branches/{id}", tag = "branches", security(("bearer" = [])),
+#[utoipa::path(tag = "branches", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Branch), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[get("/branches/{id}")]
 pub async fn get(
     state: web::Data<AppState>,
     caller: Caller,
@@ -143,12 +142,13 @@ pub async fn get(
 }
 
 /// Creates a branch (admin); its currency defaults to the base currency.
-#[utoipa::path(post, path = "/api/v1/branches", tag = "branches", security(("bearer" = [])),
+#[utoipa::path(tag = "branches", security(("bearer" = [])),
     request_body = BranchCreate,
     responses((status = 201, body = Branch), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[post("/branches")]
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
@@ -191,13 +191,14 @@ async fn base_currency(client: &deadpool_postgres::Client) -> Result<String> {
 }
 
 /// Changes the fields sent of a branch (admin).
-#[utoipa::path(put, path = "/api/v1/branches/{id}", tag = "branches", security(("bearer" = [])),
+#[utoipa::path(tag = "branches", security(("bearer" = [])),
     params(("id" = String, Path)), request_body = BranchUpdate,
     responses((status = 200, body = Branch), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[put("/branches/{id}")]
 pub async fn update(
     state: web::Data<AppState>,
     caller: Caller,
@@ -238,12 +239,13 @@ pub async fn update(
 }
 
 /// Soft-deletes a branch (admin); 409 while it has active users or is the caller's own.
-#[utoipa::path(delete, path = "/api/v1/branches/{id}", tag = "branches", security(("bearer" = [])),
+#[utoipa::path(tag = "branches", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 204), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[delete("/branches/{id}")]
 pub async fn delete(
     state: web::Data<AppState>,
     caller: Caller,

@@ -25,19 +25,14 @@ use actors::{Error, Result};
 /// Default page size of every compliance book (the spec's Limits table).
 pub const BOOK_PAGE_SIZE: i64 = 50;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/compliance/devices").route(web::get().to(devices)))
-        .service(
-            web::resource("/compliance/prescription-book").route(web::get().to(prescription_book)),
-        )
-        .service(
-            web::resource("/compliance/classified-drugs-book")
-                .route(web::get().to(classified_drugs_book)),
-        )
-        .service(
-            web::resource("/compliance/fiscal-preview/{sale_id}")
-                .route(web::get().to(fiscal_preview)),
-        );
+use actix_web::get;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(device_register)
+        .service(prescription_book)
+        .service(classified_drugs_book)
+        .service(fiscal_preview);
 }
 
 /// The branch filter every book takes.
@@ -49,22 +44,15 @@ pub struct BranchFilter {
     pub branch_id: Option<Uuid>,
 }
 
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub struct DeviceRegisterPage {
-    pub items: Vec<RegisterRow>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 /// The device register: every till ever registered (revoked ones too),
 /// newest first, each with its branch's name. An empty list means none.
-#[utoipa::path(get, path = "/api/v1/compliance/devices", tag = "compliance", security(("bearer" = [])),
+#[utoipa::path(tag = "compliance", security(("bearer" = [])),
     params(BranchFilter, PageParams),
-    responses((status = 200, body = DeviceRegisterPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<RegisterRow>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
-pub async fn devices(
+#[get("/compliance/devices")]
+pub async fn device_register(
     state: web::Data<AppState>,
     caller: Caller,
     Query(filter): Query<BranchFilter>,
@@ -168,12 +156,13 @@ fn csv_response<T: Serialize + Default>(name: &str, rows: &[T]) -> Result<HttpRe
 
 /// The prescription book: every live prescription of the window, newest
 /// first, with its line count. Deleted prescriptions never appear.
-#[utoipa::path(get, path = "/api/v1/compliance/prescription-book", tag = "compliance", security(("bearer" = [])),
+#[utoipa::path(tag = "compliance", security(("bearer" = [])),
     params(BookQuery, PageParams),
     responses((status = 200, content((PrescriptionBookPage = "application/json"), (String = "text/csv"))),
         (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/compliance/prescription-book")]
 pub async fn prescription_book(
     state: web::Data<AppState>,
     caller: Caller,
@@ -201,12 +190,13 @@ pub async fn prescription_book(
 
 /// The classified-drugs register: every dispensing of a controlled
 /// medicine in the window, newest first.
-#[utoipa::path(get, path = "/api/v1/compliance/classified-drugs-book", tag = "compliance", security(("bearer" = [])),
+#[utoipa::path(tag = "compliance", security(("bearer" = [])),
     params(BookQuery, PageParams),
     responses((status = 200, content((ClassifiedBookPage = "application/json"), (String = "text/csv"))),
         (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/compliance/classified-drugs-book")]
 pub async fn classified_drugs_book(
     state: web::Data<AppState>,
     caller: Caller,
@@ -234,11 +224,12 @@ pub async fn classified_drugs_book(
 
 /// The fiscal payload of a sale, read-only: what would be submitted to the
 /// national fiscal system.
-#[utoipa::path(get, path = "/api/v1/compliance/fiscal-preview/{sale_id}", tag = "compliance", security(("bearer" = [])),
+#[utoipa::path(tag = "compliance", security(("bearer" = [])),
     params(("sale_id" = String, Path)),
     responses((status = 200, body = FiscalPayload),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[get("/compliance/fiscal-preview/{sale_id}")]
 pub async fn fiscal_preview(
     state: web::Data<AppState>,
     caller: Caller,

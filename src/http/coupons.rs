@@ -16,12 +16,11 @@ use actors::coupons::{self, Coupon, NewCoupon};
 use actors::error::Problem;
 use actors::{db, input, wire, Action, Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/coupons")
-            .route(web::get().to(list))
-            .route(web::post().to(create)),
-    );
+use actix_web::{get, post};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list).service(create);
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -108,14 +107,6 @@ impl From<Coupon> for CouponView {
             updated_at: c.updated_at,
         }
     }
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct CouponPage {
-    pub items: Vec<CouponView>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
 }
 
 /// An RFC 3339 timestamp, or a bare date meaning 00:00 UTC of that day.
@@ -261,12 +252,13 @@ async fn target(
 }
 
 /// Creates a coupon.
-#[utoipa::path(post, path = "/api/v1/coupons", tag = "coupons", security(("bearer" = [])),
+#[utoipa::path(tag = "coupons", security(("bearer" = [])),
     request_body = CouponCreate,
     responses((status = 201, body = CouponView), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[post("/coupons")]
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
@@ -282,9 +274,10 @@ pub async fn create(
 }
 
 /// Live coupons, newest first.
-#[utoipa::path(get, path = "/api/v1/coupons", tag = "coupons", security(("bearer" = [])), params(PageParams),
-    responses((status = 200, body = CouponPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+#[utoipa::path(tag = "coupons", security(("bearer" = [])), params(PageParams),
+    responses((status = 200, body = Paged<CouponView>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json")))]
+#[get("/coupons")]
 pub async fn list(
     state: web::Data<AppState>,
     _caller: Caller,

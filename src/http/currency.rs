@@ -16,10 +16,11 @@ use crate::store::settings;
 use actors::error::Problem;
 use actors::{wire, Action, Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/currencies").route(web::get().to(list)))
-        .service(web::resource("/currency/rates").route(web::post().to(file_rate)))
-        .service(web::resource("/currency/branch").route(web::get().to(branch)));
+use actix_web::{get, post};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list).service(file_rate).service(branch);
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -36,10 +37,11 @@ pub struct CurrencyList {
 }
 
 /// The currency registry by code.
-#[utoipa::path(get, path = "/api/v1/currencies", tag = "currency", security(("bearer" = [])),
+#[utoipa::path(tag = "currency", security(("bearer" = [])),
     params(CurrencyQuery),
     responses((status = 200, body = CurrencyList), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json")))]
+#[get("/currencies")]
 pub async fn list(
     state: web::Data<AppState>,
     _caller: Caller,
@@ -93,11 +95,12 @@ fn effective_at(value: Option<&str>) -> Result<DateTime<Utc>> {
 }
 
 /// Files an exchange rate of a currency against the current base currency.
-#[utoipa::path(post, path = "/api/v1/currency/rates", tag = "currency", security(("bearer" = [])),
+#[utoipa::path(tag = "currency", security(("bearer" = [])),
     request_body = RateWrite,
     responses((status = 201, body = Rate), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[post("/currency/rates")]
 pub async fn file_rate(
     state: web::Data<AppState>,
     caller: Caller,
@@ -171,10 +174,11 @@ pub struct BranchCurrency {
 
 /// The branch currency of the session's branch. 400 when no rate is filed
 /// for it; a branch in the base currency reads rate 1, never stale.
-#[utoipa::path(get, path = "/api/v1/currency/branch", tag = "currency", security(("bearer" = [])),
+#[utoipa::path(tag = "currency", security(("bearer" = [])),
     params(BranchCurrencyQuery),
     responses((status = 200, body = BranchCurrency), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json")))]
+#[get("/currency/branch")]
 pub async fn branch(
     state: web::Data<AppState>,
     caller: Caller,

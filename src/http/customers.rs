@@ -16,20 +16,17 @@ use actors::error::Problem;
 use actors::input;
 use actors::{Action, Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/customers")
-            .route(web::get().to(list))
-            .route(web::post().to(create)),
-    )
-    .service(
-        web::resource("/customers/{id}")
-            .route(web::get().to(get))
-            .route(web::put().to(update))
-            .route(web::delete().to(delete)),
-    )
-    .service(web::resource("/customers/{id}/ledger").route(web::get().to(ledger)))
-    .service(web::resource("/customers/{id}/payments").route(web::post().to(pay)));
+use actix_web::{delete, get, post, put};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list)
+        .service(create)
+        .service(get)
+        .service(update)
+        .service(delete)
+        .service(ledger)
+        .service(pay);
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -39,19 +36,12 @@ pub struct CustomerQuery {
     pub search: Option<String>,
 }
 
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub struct CustomerPage {
-    pub items: Vec<CustomerView>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 /// Customers by name, 20 per page, optionally filtered by `search`.
-#[utoipa::path(get, path = "/api/v1/customers", tag = "customers", security(("bearer" = [])),
+#[utoipa::path(tag = "customers", security(("bearer" = [])),
     params(CustomerQuery, PageParams),
-    responses((status = 200, body = CustomerPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<CustomerView>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json")))]
+#[get("/customers")]
 pub async fn list(
     state: web::Data<AppState>,
     _caller: Caller,
@@ -66,10 +56,11 @@ pub async fn list(
 }
 
 /// One customer with their credit limit and balance.
-#[utoipa::path(get, path = "/api/v1/customers/{id}", tag = "customers", security(("bearer" = [])),
+#[utoipa::path(tag = "customers", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = CustomerView), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[get("/customers/{id}")]
 pub async fn get(
     state: web::Data<AppState>,
     _caller: Caller,
@@ -84,11 +75,12 @@ pub async fn get(
 }
 
 /// Creates a customer.
-#[utoipa::path(post, path = "/api/v1/customers", tag = "customers", security(("bearer" = [])),
+#[utoipa::path(tag = "customers", security(("bearer" = [])),
     request_body = CustomerWrite,
     responses((status = 201, body = CustomerView), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[post("/customers")]
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
@@ -103,12 +95,13 @@ pub async fn create(
 }
 
 /// Changes the fields sent of a customer.
-#[utoipa::path(put, path = "/api/v1/customers/{id}", tag = "customers", security(("bearer" = [])),
+#[utoipa::path(tag = "customers", security(("bearer" = [])),
     params(("id" = String, Path)), request_body = CustomerWrite,
     responses((status = 200, body = CustomerView), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[put("/customers/{id}")]
 pub async fn update(
     state: web::Data<AppState>,
     caller: Caller,
@@ -125,12 +118,13 @@ pub async fn update(
 }
 
 /// Soft-deletes a customer who owes nothing (409 while a balance is owed).
-#[utoipa::path(delete, path = "/api/v1/customers/{id}", tag = "customers", security(("bearer" = [])),
+#[utoipa::path(tag = "customers", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 204), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[delete("/customers/{id}")]
 pub async fn delete(
     state: web::Data<AppState>,
     caller: Caller,
@@ -145,19 +139,12 @@ pub async fn delete(
     Ok(HttpResponse::NoContent().finish())
 }
 
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub struct LedgerPage {
-    pub items: Vec<LedgerRow>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 /// The customer's ledger, newest first, 20 per page.
-#[utoipa::path(get, path = "/api/v1/customers/{id}/ledger", tag = "customers", security(("bearer" = [])),
+#[utoipa::path(tag = "customers", security(("bearer" = [])),
     params(("id" = String, Path), PageParams),
-    responses((status = 200, body = LedgerPage), (status = 401, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<LedgerRow>), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[get("/customers/{id}/ledger")]
 pub async fn ledger(
     state: web::Data<AppState>,
     _caller: Caller,
@@ -191,7 +178,7 @@ pub struct PaymentRequest {
 }
 
 /// Records a payment against the balance in one transaction.
-#[utoipa::path(post, path = "/api/v1/customers/{id}/payments", tag = "customers", security(("bearer" = [])),
+#[utoipa::path(tag = "customers", security(("bearer" = [])),
     params(("id" = String, Path)), request_body = PaymentRequest,
     responses((status = 201, body = PaymentReceipt),
         (status = 200, description = "A replay of an earlier payment with the same client_mutation_id", body = PaymentReceipt),
@@ -201,6 +188,7 @@ pub struct PaymentRequest {
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
+#[post("/customers/{id}/payments")]
 pub async fn pay(
     state: web::Data<AppState>,
     caller: Caller,

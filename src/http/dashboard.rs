@@ -17,11 +17,11 @@ use crate::store::reports::DEFAULT_WINDOW_DAYS;
 use actors::error::Problem;
 use actors::{wire, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/dashboard/summary").route(web::get().to(summary)))
-        .service(
-            web::resource("/dashboard/branch-comparison").route(web::get().to(branch_comparison)),
-        );
+use actix_web::get;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(summary).service(branch_comparison);
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -33,12 +33,13 @@ pub struct SummaryQuery {
 }
 
 /// Today's sales against yesterday, the 30-day sparkline, stock and expiry counts.
-#[utoipa::path(get, path = "/api/v1/dashboard/summary", tag = "dashboard", security(("bearer" = [])),
+#[utoipa::path(tag = "dashboard", security(("bearer" = [])),
     params(SummaryQuery),
     responses((status = 200, body = Summary),
         (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/dashboard/summary")]
 pub async fn summary(
     state: web::Data<AppState>,
     caller: Caller,
@@ -86,11 +87,12 @@ pub struct BranchComparison {
 /// 30 days), with its share of the total. A non-admin sees only its own
 /// branch: the totals are its own and `share_pct` is of its own revenue
 /// (100, or 0 without sales), so no other branch's figure can be derived.
-#[utoipa::path(get, path = "/api/v1/dashboard/branch-comparison", tag = "dashboard", security(("bearer" = [])),
+#[utoipa::path(tag = "dashboard", security(("bearer" = [])),
     params(ComparisonQuery),
     responses((status = 200, body = BranchComparison),
         (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json")))]
+#[get("/dashboard/branch-comparison")]
 pub async fn branch_comparison(
     state: web::Data<AppState>,
     caller: Caller,

@@ -15,9 +15,11 @@ use crate::store::{audit, branches};
 use actors::error::Problem;
 use actors::{input, Action, Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/devices").route(web::post().to(create)))
-        .service(web::resource("/devices/{id}/revoke").route(web::post().to(revoke)));
+use actix_web::post;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(create).service(revoke);
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -35,11 +37,12 @@ fn not_found() -> Error {
 
 /// Registers a till. A branch manager naming another branch gets 403; an
 /// unknown or deleted branch is 400 naming `branch_id`.
-#[utoipa::path(post, path = "/api/v1/devices", tag = "devices", security(("bearer" = [])),
+#[utoipa::path(tag = "devices", security(("bearer" = [])),
     request_body = DeviceCreate,
     responses((status = 201, body = Device), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[post("/devices")]
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
@@ -65,11 +68,12 @@ pub async fn create(
 /// Revokes a till: its pushes are refused from then on; it stays in the
 /// register. Revoking a revoked device answers 200 with it unchanged (and
 /// writes no second audit entry).
-#[utoipa::path(post, path = "/api/v1/devices/{id}/revoke", tag = "devices", security(("bearer" = [])),
+#[utoipa::path(tag = "devices", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Device), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[post("/devices/{id}/revoke")]
 pub async fn revoke(
     state: web::Data<AppState>,
     caller: Caller,

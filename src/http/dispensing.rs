@@ -15,14 +15,14 @@ use actors::error::Problem;
 use actors::input::{self, Flag};
 use actors::{Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/dispensing/will-call")
-            .route(web::get().to(list))
-            .route(web::post().to(create)),
-    )
-    .service(web::resource("/dispensing/will-call/{id}/pickup").route(web::post().to(pickup)))
-    .service(web::resource("/dispensing/will-call/{id}/cancel").route(web::post().to(cancel)));
+use actix_web::{get, post};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list)
+        .service(create)
+        .service(pickup)
+        .service(cancel);
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -42,11 +42,12 @@ pub struct WillCallCreate {
 }
 
 /// Files a pickup: `ready`, no signature yet.
-#[utoipa::path(post, path = "/api/v1/dispensing/will-call", tag = "dispensing", security(("bearer" = [])),
+#[utoipa::path(tag = "dispensing", security(("bearer" = [])),
     request_body = WillCallCreate,
     responses((status = 201, body = WillCall), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[post("/dispensing/will-call")]
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
@@ -85,14 +86,6 @@ pub struct WillCallQuery {
     pub branch_id: Option<Uuid>,
 }
 
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub struct WillCallPage {
-    pub items: Vec<WillCall>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
     let Some(s) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
         return Ok(None);
@@ -108,11 +101,12 @@ fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
 }
 
 /// The branch's pickups, newest first, 20 per page.
-#[utoipa::path(get, path = "/api/v1/dispensing/will-call", tag = "dispensing", security(("bearer" = [])),
+#[utoipa::path(tag = "dispensing", security(("bearer" = [])),
     params(WillCallQuery, PageParams),
-    responses((status = 200, body = WillCallPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<WillCall>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/dispensing/will-call")]
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
@@ -155,12 +149,13 @@ pub struct PickupRequest {
 }
 
 /// `ready` → `picked_up`, stamping `picked_up_at`.
-#[utoipa::path(post, path = "/api/v1/dispensing/will-call/{id}/pickup", tag = "dispensing", security(("bearer" = [])),
+#[utoipa::path(tag = "dispensing", security(("bearer" = [])),
     params(("id" = String, Path)), request_body(content = Option<PickupRequest>, description = "May be omitted"),
     responses((status = 200, body = WillCall), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[post("/dispensing/will-call/{id}/pickup")]
 pub async fn pickup(
     state: web::Data<AppState>,
     caller: Caller,
@@ -174,11 +169,12 @@ pub async fn pickup(
 }
 
 /// `ready` → `cancelled`.
-#[utoipa::path(post, path = "/api/v1/dispensing/will-call/{id}/cancel", tag = "dispensing", security(("bearer" = [])),
+#[utoipa::path(tag = "dispensing", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = WillCall), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[post("/dispensing/will-call/{id}/cancel")]
 pub async fn cancel(
     state: web::Data<AppState>,
     caller: Caller,

@@ -237,13 +237,61 @@ impl PageParams {
     }
 }
 
-/// A paged list: `{items, total, page, page_size}`.
+/// A paged list: `{items, total, page, page_size}`. One generic schema
+/// for every list (see the `ToSchema` impl below).
 #[derive(Debug, serde::Serialize)]
 pub struct Paged<T> {
     pub items: Vec<T>,
     pub total: i64,
     pub page: i64,
     pub page_size: i64,
+}
+
+/// The schema of a page of `T`: the document names each use after its
+/// items (`Paged_CustomerView`, ...) and refers to the item schema by name
+/// (the derived schema would copy it inline into every page).
+impl<T: utoipa::ToSchema> utoipa::__dev::ComposeSchema for Paged<T> {
+    fn compose(
+        _: Vec<utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>>,
+    ) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{
+            ArrayBuilder, KnownFormat, ObjectBuilder, SchemaFormat, Type,
+        };
+        let count = || {
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+        };
+        ObjectBuilder::new()
+            .property(
+                "items",
+                ArrayBuilder::new().items(utoipa::openapi::Ref::from_schema_name(T::name())),
+            )
+            .required("items")
+            .property("total", count())
+            .required("total")
+            .property("page", count())
+            .required("page")
+            .property("page_size", count())
+            .required("page_size")
+            .into()
+    }
+}
+
+impl<T: utoipa::ToSchema> utoipa::ToSchema for Paged<T> {
+    fn name() -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("Paged")
+    }
+
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        schemas.push((T::name().into_owned(), T::schema()));
+        T::schemas(schemas);
+    }
 }
 
 impl<T> Paged<T> {

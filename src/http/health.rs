@@ -8,10 +8,11 @@ use crate::telemetry;
 use actors::error::Problem;
 use actors::{Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/healthz").route(web::get().to(healthz)))
-        .service(web::resource("/readyz").route(web::get().to(readyz)))
-        .service(web::resource("/metrics").route(web::get().to(metrics)));
+use actix_web::get;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(healthz).service(readyz).service(metrics);
 }
 
 /// The answer of `/healthz` and `/readyz`.
@@ -23,14 +24,16 @@ pub struct Health {
 }
 
 /// The process is up.
-#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "Up", body = Health)))]
+#[utoipa::path(tag = "operations", responses((status = 200, description = "Up", body = Health)))]
+#[get("/healthz")]
 pub async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(Health { status: "ok" })
 }
 
 /// The database is reachable.
-#[utoipa::path(get, path = "/readyz", tag = "operations",
+#[utoipa::path(tag = "operations",
     responses((status = 200, description = "Ready", body = Health), (status = 503, body = Problem, content_type = "application/problem+json")))]
+#[get("/readyz")]
 pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse> {
     let client = state
         .pool
@@ -45,7 +48,8 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse> {
 }
 
 /// Prometheus text exposition.
-#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
+#[utoipa::path(tag = "operations", responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
+#[get("/metrics")]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     telemetry::record_pool(&state.pool);
     let mut buf = Vec::new();

@@ -13,8 +13,11 @@ use crate::store::rate_limits;
 use actors::error::Problem;
 use actors::{input, Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/marketing/contact").route(web::post().to(contact)));
+use actix_web::post;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(contact);
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -75,11 +78,12 @@ fn enquiry(body: ContactRequest, client_address: String) -> Result<Enquiry> {
 }
 
 /// Stores a public enquiry. Public: no token.
-#[utoipa::path(post, path = "/api/v1/marketing/contact", tag = "marketing",
+#[utoipa::path(tag = "marketing",
     request_body = ContactRequest,
     responses((status = 201, body = ContactAccepted), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 429, body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds until the window ends")))))]
+#[post("/marketing/contact")]
 pub async fn contact(
     state: web::Data<AppState>,
     req: HttpRequest,

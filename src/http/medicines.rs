@@ -3,7 +3,6 @@
 
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
-use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::Caller;
@@ -13,18 +12,15 @@ use crate::store::medicines::{self, Medicine, MedicineView, MedicineWrite};
 use actors::error::Problem;
 use actors::{Action, Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/medicines")
-            .route(web::get().to(list))
-            .route(web::post().to(create)),
-    )
-    .service(
-        web::resource("/medicines/{id}")
-            .route(web::get().to(get))
-            .route(web::put().to(update))
-            .route(web::delete().to(delete)),
-    );
+use actix_web::{delete, get, post, put};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list)
+        .service(create)
+        .service(get)
+        .service(update)
+        .service(delete);
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -38,20 +34,13 @@ pub struct MedicineQuery {
     pub branch_id: Option<Uuid>,
 }
 
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub struct MedicinePage {
-    pub items: Vec<MedicineView>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 /// The catalogue with live stock, 20 per page, filtered by `search` and `category`.
-#[utoipa::path(get, path = "/api/v1/medicines", tag = "medicines", security(("bearer" = [])),
+#[utoipa::path(tag = "medicines", security(("bearer" = [])),
     params(MedicineQuery, PageParams),
-    responses((status = 200, body = MedicinePage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<MedicineView>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/medicines")]
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
@@ -71,11 +60,12 @@ pub async fn list(
 }
 
 /// One medicine with its live stock; 404 when missing or deactivated.
-#[utoipa::path(get, path = "/api/v1/medicines/{id}", tag = "medicines", security(("bearer" = [])),
+#[utoipa::path(tag = "medicines", security(("bearer" = [])),
     params(("id" = String, Path), MedicineQuery),
     responses((status = 200, body = MedicineView), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[get("/medicines/{id}")]
 pub async fn get(
     state: web::Data<AppState>,
     caller: Caller,
@@ -94,12 +84,13 @@ pub async fn get(
 }
 
 /// Adds a medicine to the catalogue.
-#[utoipa::path(post, path = "/api/v1/medicines", tag = "medicines", security(("bearer" = [])),
+#[utoipa::path(tag = "medicines", security(("bearer" = [])),
     request_body = MedicineWrite,
     responses((status = 201, body = MedicineView), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[post("/medicines")]
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
@@ -114,13 +105,14 @@ pub async fn create(
 }
 
 /// Changes the fields sent of a medicine; a price change is audited.
-#[utoipa::path(put, path = "/api/v1/medicines/{id}", tag = "medicines", security(("bearer" = [])),
+#[utoipa::path(tag = "medicines", security(("bearer" = [])),
     params(("id" = String, Path)), request_body = MedicineWrite,
     responses((status = 200, body = MedicineView), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[put("/medicines/{id}")]
 pub async fn update(
     state: web::Data<AppState>,
     caller: Caller,
@@ -137,11 +129,12 @@ pub async fn update(
 }
 
 /// Soft-deletes a medicine: it leaves the catalogue and is no longer sold.
-#[utoipa::path(delete, path = "/api/v1/medicines/{id}", tag = "medicines", security(("bearer" = [])),
+#[utoipa::path(tag = "medicines", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 204), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[delete("/medicines/{id}")]
 pub async fn delete(
     state: web::Data<AppState>,
     caller: Caller,

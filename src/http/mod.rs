@@ -44,11 +44,27 @@ use actix_web::dev::ServiceResponse;
 use actix_web::http::header;
 use actix_web::middleware::ErrorHandlerResponse;
 use actix_web::{web, HttpRequest, ResponseError};
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use actors::Error;
 
+/// Every route the OpenAPI document lists, registered once: each handler
+/// carries its method and path (`#[get("/customers")]` under its
+/// `#[utoipa::path(...)]`), and registering it here both mounts it and adds
+/// it to the document ([`openapi::document`] builds from this same function).
+/// The probes sit at the root, the API under `/api/v1`.
+pub fn configure_documented(cfg: &mut ServiceConfig) {
+    health::configure(cfg);
+    cfg.service(utoipa_actix_web::scope("/api/v1").configure(configure_api));
+}
+
+/// [`configure_documented`] for a plain actix `App`.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    configure_documented(&mut ServiceConfig::new(cfg));
+}
+
 /// Everything under `/api/v1`.
-pub fn configure_api(cfg: &mut web::ServiceConfig) {
+pub fn configure_api(cfg: &mut ServiceConfig) {
     auth::configure(cfg);
     branches::configure(cfg);
     users::configure(cfg);
@@ -79,8 +95,18 @@ pub fn configure_api(cfg: &mut web::ServiceConfig) {
     openapi::configure_api(cfg);
 }
 
-/// Unknown routes get a problem body, not an empty 404.
+/// Unknown routes get a problem body, not an empty 404. A documented path
+/// asked with a method it does not have gets 405 with `Allow` (each handler
+/// is its own method-guarded resource, so such a request lands here).
 pub async fn not_found(req: HttpRequest) -> actix_web::HttpResponse {
+    if let Some(methods) = openapi::allowed_methods(req.path()) {
+        let detail = format!("{} is not allowed on {}.", req.method(), req.path());
+        let mut response = Error::MethodNotAllowed(detail).error_response();
+        if let Ok(methods) = header::HeaderValue::from_str(&methods) {
+            response.headers_mut().insert(header::ALLOW, methods);
+        }
+        return response;
+    }
     Error::not_found(format!("No route matches {} {}.", req.method(), req.path())).error_response()
 }
 

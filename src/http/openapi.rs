@@ -1,9 +1,13 @@
 //! The OpenAPI 3.1 document, generated from the handlers' annotations, and
-//! the interactive docs page.
+//! the interactive docs page. The paths come from the routes as they are
+//! registered (see `http::configure_documented`); this module adds the
+//! info, tags, security scheme and common answers.
 
 use actix_web::{web, HttpResponse};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
+use utoipa_actix_web::service_config::ServiceConfig;
+use utoipa_actix_web::AppExt;
 
 use crate::http;
 
@@ -15,59 +19,7 @@ mod contract;
         title = "Pharmacy Operations Service API",
         description = "Multi-branch pharmacy back-office: stock, sales, customers, suppliers, sync for tills, reports and compliance. Errors are RFC 9457 problem details.",
     ),
-    paths(
-        http::auth::login, http::auth::refresh, http::auth::me, http::auth::logout,
-        http::auth::change_password,
-        http::branches::list, http::branches::get, http::branches::create,
-        http::branches::update, http::branches::delete,
-        http::users::list, http::users::get, http::users::create, http::users::update,
-        http::users::delete,
-        http::sessions::open, http::sessions::current, http::sessions::close,
-        http::medicines::list, http::medicines::get, http::medicines::create,
-        http::medicines::update, http::medicines::delete,
-        http::purchases::create,
-        http::customers::list, http::customers::get, http::customers::create,
-        http::customers::update, http::customers::delete, http::customers::ledger,
-        http::customers::pay,
-        http::suppliers::list, http::suppliers::get, http::suppliers::create,
-        http::suppliers::update, http::suppliers::delete,
-        http::sales::create, http::sales::list, http::sales::get, http::sales::verify_chain,
-        http::coupons::create, http::coupons::list,
-        http::stockcount::submit,
-        http::transfers::create, http::transfers::list, http::transfers::get,
-        http::transfers::receive, http::transfers::cancel,
-        http::supplier_finance::quarantine, http::supplier_finance::reorder_suggestions,
-        http::supplier_finance::create_invoice, http::supplier_finance::list_invoices,
-        http::supplier_finance::pay_invoice,
-        http::health::healthz, http::health::readyz, http::health::metrics,
-        http::sync::push::push, http::sync::conflicts::list, http::sync::conflicts::resolve,
-        http::printing::list_printers, http::printing::create_printer,
-        http::printing::update_printer, http::printing::delete_printer,
-        http::printing::list_templates, http::printing::create_template,
-        http::printing::update_template, http::printing::delete_template,
-        http::printing::log_job, http::printing::list_jobs,
-        http::settings::get, http::settings::update,
-        http::currency::list, http::currency::file_rate, http::currency::branch,
-        http::audit_log::list,
-        http::prescriptions::create, http::prescriptions::list, http::prescriptions::get,
-        http::prescriptions::dispense, http::prescriptions::cancel, http::prescriptions::delete,
-        http::dispensing::create, http::dispensing::list, http::dispensing::pickup,
-        http::dispensing::cancel,
-        http::approvals::create, http::approvals::list, http::approvals::approve,
-        http::approvals::reject,
-        http::marketing::contact,
-        http::devices::create, http::devices::revoke,
-        http::compliance::devices,
-        http::compliance::prescription_book, http::compliance::classified_drugs_book,
-        http::compliance::fiscal_preview,
-        http::sync::pull::snapshot, http::sync::pull::changes,
-        http::dashboard::summary, http::dashboard::branch_comparison,
-        http::reports::sales, http::reports::by_pharmacist, http::reports::inventory,
-        http::reports::purchases, http::reports::vat,
-        http::ops::list, http::ops::get_branch, http::ops::put_branch, http::ops::delete_branch,
-    ),
     components(schemas(actors::error::Problem, actors::Role)),
-    modifiers(&BearerAuth, &CommonResponses, &RequestRules),
     tags(
         (name = "auth", description = "Sign-in and tokens"),
         (name = "branches", description = "Branches of the chain"),
@@ -496,12 +448,28 @@ pub fn allowed_methods(path: &str) -> Option<String> {
         .map(|(_, methods)| methods.clone())
 }
 
+/// The annotations' document: [`ApiDoc`] (info, tags, shared schemas) with
+/// the paths and schemas of every route registered by
+/// `http::configure_documented`, then the security scheme, the common
+/// answers and the request rules.
+pub fn annotated() -> utoipa::openapi::OpenApi {
+    let (_, mut doc) = actix_web::App::new()
+        .into_utoipa_app()
+        .openapi(ApiDoc::openapi())
+        .configure(http::configure_documented)
+        .split_for_parts();
+    BearerAuth.modify(&mut doc);
+    CommonResponses.modify(&mut doc);
+    RequestRules.modify(&mut doc);
+    doc
+}
+
 /// The served document: the annotations' document, then one readable,
 /// unique `operationId` per operation (derived from the route), one-line
 /// summaries, optional bodies as such, and examples on the money and date
 /// fields.
 pub fn document() -> utoipa::openapi::OpenApi {
-    let mut doc = ApiDoc::openapi();
+    let mut doc = annotated();
     contract::assign_operation_ids(&mut doc);
     contract::tidy_summaries(&mut doc);
     contract::optional_bodies(&mut doc);
@@ -509,8 +477,9 @@ pub fn document() -> utoipa::openapi::OpenApi {
     doc
 }
 
-pub fn configure_api(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/openapi.json").route(web::get().to(openapi_json)));
+/// `/openapi.json` itself, not listed in the document.
+pub fn configure_api(cfg: &mut ServiceConfig) {
+    cfg.route("/openapi.json", web::get().to(openapi_json));
 }
 
 async fn openapi_json() -> HttpResponse {
@@ -531,7 +500,7 @@ mod tests {
     /// one of them an entry in `contract::NAMED`).
     #[test]
     fn every_operation_has_a_unique_readable_id_and_a_summary() {
-        let mut raw = ApiDoc::openapi();
+        let mut raw = annotated();
         let clashes = contract::assign_operation_ids(&mut raw);
         assert!(
             clashes.is_empty(),

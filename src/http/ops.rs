@@ -22,14 +22,14 @@ use crate::store::audit;
 use actors::error::Problem;
 use actors::{Action, BranchOverride, Error, Kind, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/ops/actors").route(web::get().to(list)))
-        .service(
-            web::resource("/ops/actors/branches/{branchId}")
-                .route(web::get().to(get_branch))
-                .route(web::put().to(put_branch))
-                .route(web::delete().to(delete_branch)),
-        );
+use actix_web::{delete, get, put};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list)
+        .service(get_branch)
+        .service(put_branch)
+        .service(delete_branch);
 }
 
 /// One live actor of the answering process.
@@ -146,10 +146,11 @@ fn wait_ms(d: std::time::Duration) -> f64 {
 }
 
 /// The live actors of the answering process, branches first (by code).
-#[utoipa::path(get, path = "/api/v1/ops/actors", tag = "ops",
+#[utoipa::path(tag = "ops",
     security(("bearer" = [])),
     responses((status = 200, body = ActorList), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/ops/actors")]
 pub async fn list(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse> {
     caller.require(Action::OperateActors)?;
     let live = state.actors.snapshot();
@@ -262,12 +263,13 @@ fn apply(state: &AppState, branch_id: Uuid, code: &str, stored: Option<&Stored>)
 }
 
 /// A branch's tuning.
-#[utoipa::path(get, path = "/api/v1/ops/actors/branches/{branchId}", tag = "ops",
+#[utoipa::path(tag = "ops",
     security(("bearer" = [])),
     params(("branchId" = String, Path)),
     responses((status = 200, body = BranchTuning), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[get("/ops/actors/branches/{branchId}")]
 pub async fn get_branch(
     state: web::Data<AppState>,
     caller: Caller,
@@ -285,13 +287,14 @@ pub async fn get_branch(
 
 /// Sets the branch's mailbox capacity and group-commit size (admin),
 /// audited, and applied by every server process within a few seconds.
-#[utoipa::path(put, path = "/api/v1/ops/actors/branches/{branchId}", tag = "ops",
+#[utoipa::path(tag = "ops",
     security(("bearer" = [])),
     params(("branchId" = String, Path)), request_body = BranchTuningWrite,
     responses((status = 200, body = BranchTuning), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[put("/ops/actors/branches/{branchId}")]
 pub async fn put_branch(
     state: web::Data<AppState>,
     caller: Caller,
@@ -333,12 +336,13 @@ pub async fn put_branch(
 
 /// Removes the branch's stored override (admin): it goes back to the
 /// configured values. 204 also when it had none.
-#[utoipa::path(delete, path = "/api/v1/ops/actors/branches/{branchId}", tag = "ops",
+#[utoipa::path(tag = "ops",
     security(("bearer" = [])),
     params(("branchId" = String, Path)),
     responses((status = 204), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[delete("/ops/actors/branches/{branchId}")]
 pub async fn delete_branch(
     state: web::Data<AppState>,
     caller: Caller,

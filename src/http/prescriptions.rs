@@ -21,19 +21,16 @@ use actors::{input, Action, Error, Result};
 /// Most lines one prescription may carry.
 const MAX_ITEMS: usize = 100;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/prescriptions")
-            .route(web::get().to(list))
-            .route(web::post().to(create)),
-    )
-    .service(
-        web::resource("/prescriptions/{id}")
-            .route(web::get().to(get))
-            .route(web::delete().to(delete)),
-    )
-    .service(web::resource("/prescriptions/{id}/dispense").route(web::post().to(dispense)))
-    .service(web::resource("/prescriptions/{id}/cancel").route(web::post().to(cancel)));
+use actix_web::{delete, get, post};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list)
+        .service(create)
+        .service(get)
+        .service(delete)
+        .service(dispense)
+        .service(cancel);
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -97,11 +94,12 @@ fn lines(items: Option<Vec<PrescriptionItemWrite>>) -> Result<Vec<NewItem>> {
 }
 
 /// Files a `PENDING` prescription with its lines on the caller's branch.
-#[utoipa::path(post, path = "/api/v1/prescriptions", tag = "prescriptions", security(("bearer" = [])),
+#[utoipa::path(tag = "prescriptions", security(("bearer" = [])),
     request_body = PrescriptionCreate,
     responses((status = 201, body = Prescription), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[post("/prescriptions")]
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
@@ -142,14 +140,6 @@ pub struct PrescriptionQuery {
     pub branch_id: Option<Uuid>,
 }
 
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub struct PrescriptionPage {
-    pub items: Vec<Prescription>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 /// `status` normalised to the stored upper case; empty means no filter.
 fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
     let Some(s) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
@@ -166,11 +156,12 @@ fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
 }
 
 /// The branch's prescriptions with their lines: pending first, then newest.
-#[utoipa::path(get, path = "/api/v1/prescriptions", tag = "prescriptions", security(("bearer" = [])),
+#[utoipa::path(tag = "prescriptions", security(("bearer" = [])),
     params(PrescriptionQuery, PageParams),
-    responses((status = 200, body = PrescriptionPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<Prescription>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/prescriptions")]
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
@@ -198,10 +189,11 @@ async fn visible<C: deadpool_postgres::GenericClient + Sync>(
 }
 
 /// One prescription with its lines.
-#[utoipa::path(get, path = "/api/v1/prescriptions/{id}", tag = "prescriptions", security(("bearer" = [])),
+#[utoipa::path(tag = "prescriptions", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Prescription), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[get("/prescriptions/{id}")]
 pub async fn get(
     state: web::Data<AppState>,
     caller: Caller,
@@ -310,13 +302,14 @@ pub struct DispenseRequest {
 }
 
 /// `PENDING` → `DISPENSED`, linking the sale and recording who dispensed it.
-#[utoipa::path(post, path = "/api/v1/prescriptions/{id}/dispense", tag = "prescriptions", security(("bearer" = [])),
+#[utoipa::path(tag = "prescriptions", security(("bearer" = [])),
     params(("id" = String, Path)), request_body = DispenseRequest,
     responses((status = 200, body = Prescription), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[post("/prescriptions/{id}/dispense")]
 pub async fn dispense(
     state: web::Data<AppState>,
     caller: Caller,
@@ -336,12 +329,13 @@ pub async fn dispense(
 }
 
 /// `PENDING` → `CANCELLED`, while nothing was dispensed against it (409 after).
-#[utoipa::path(post, path = "/api/v1/prescriptions/{id}/cancel", tag = "prescriptions", security(("bearer" = [])),
+#[utoipa::path(tag = "prescriptions", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Prescription), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[post("/prescriptions/{id}/cancel")]
 pub async fn cancel(
     state: web::Data<AppState>,
     caller: Caller,
@@ -353,12 +347,13 @@ pub async fn cancel(
 
 /// Soft-deletes a pending or cancelled prescription (409 once anything was
 /// dispensed against it).
-#[utoipa::path(delete, path = "/api/v1/prescriptions/{id}", tag = "prescriptions", security(("bearer" = [])),
+#[utoipa::path(tag = "prescriptions", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 204), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[delete("/prescriptions/{id}")]
 pub async fn delete(
     state: web::Data<AppState>,
     caller: Caller,

@@ -17,32 +17,20 @@ use actors::error::Problem;
 use actors::input::{self, Flag};
 use actors::{Action, Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/printing/printers")
-            .route(web::get().to(list_printers))
-            .route(web::post().to(create_printer)),
-    )
-    .service(
-        web::resource("/printing/printers/{id}")
-            .route(web::put().to(update_printer))
-            .route(web::delete().to(delete_printer)),
-    )
-    .service(
-        web::resource("/printing/receipt-templates")
-            .route(web::get().to(list_templates))
-            .route(web::post().to(create_template)),
-    )
-    .service(
-        web::resource("/printing/receipt-templates/{id}")
-            .route(web::put().to(update_template))
-            .route(web::delete().to(delete_template)),
-    )
-    .service(
-        web::resource("/printing/print-jobs")
-            .route(web::get().to(list_jobs))
-            .route(web::post().to(log_job)),
-    );
+use actix_web::{delete, get, post, put};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list_printers)
+        .service(create_printer)
+        .service(update_printer)
+        .service(delete_printer)
+        .service(list_templates)
+        .service(create_template)
+        .service(update_template)
+        .service(delete_template)
+        .service(list_jobs)
+        .service(log_job);
 }
 
 const PRINTER_KINDS: &[&str] = &[
@@ -169,11 +157,12 @@ pub struct PrinterList {
 }
 
 /// A branch's printers, the default first, then by name.
-#[utoipa::path(get, path = "/api/v1/printing/printers", tag = "printing", security(("bearer" = [])),
+#[utoipa::path(tag = "printing", security(("bearer" = [])),
     params(BranchQuery),
     responses((status = 200, body = PrinterList), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/printing/printers")]
 pub async fn list_printers(
     state: web::Data<AppState>,
     caller: Caller,
@@ -188,11 +177,12 @@ pub async fn list_printers(
 }
 
 /// Adds a printer to a branch.
-#[utoipa::path(post, path = "/api/v1/printing/printers", tag = "printing", security(("bearer" = [])),
+#[utoipa::path(tag = "printing", security(("bearer" = [])),
     request_body = PrinterWrite,
     responses((status = 201, body = Printer), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[post("/printing/printers")]
 pub async fn create_printer(
     state: web::Data<AppState>,
     caller: Caller,
@@ -233,12 +223,13 @@ async fn same_branch(state: &AppState, kind: Kind, id: Uuid, named: Option<Uuid>
 }
 
 /// Changes the fields sent of a printer.
-#[utoipa::path(put, path = "/api/v1/printing/printers/{id}", tag = "printing", security(("bearer" = [])),
+#[utoipa::path(tag = "printing", security(("bearer" = [])),
     params(("id" = String, Path)), request_body = PrinterWrite,
     responses((status = 200, body = Printer), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[put("/printing/printers/{id}")]
 pub async fn update_printer(
     state: web::Data<AppState>,
     caller: Caller,
@@ -262,12 +253,13 @@ pub async fn update_printer(
 
 /// Soft-deletes a printer; the branch's default is refused (400) until
 /// another printer is made default.
-#[utoipa::path(delete, path = "/api/v1/printing/printers/{id}", tag = "printing", security(("bearer" = [])),
+#[utoipa::path(tag = "printing", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 204), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[delete("/printing/printers/{id}")]
 pub async fn delete_printer(
     state: web::Data<AppState>,
     caller: Caller,
@@ -357,11 +349,12 @@ pub struct TemplateList {
 }
 
 /// A branch's receipt templates, the default first, then by name.
-#[utoipa::path(get, path = "/api/v1/printing/receipt-templates", tag = "printing", security(("bearer" = [])),
+#[utoipa::path(tag = "printing", security(("bearer" = [])),
     params(BranchQuery),
     responses((status = 200, body = TemplateList), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/printing/receipt-templates")]
 pub async fn list_templates(
     state: web::Data<AppState>,
     caller: Caller,
@@ -376,11 +369,12 @@ pub async fn list_templates(
 }
 
 /// Adds a receipt template to a branch.
-#[utoipa::path(post, path = "/api/v1/printing/receipt-templates", tag = "printing", security(("bearer" = [])),
+#[utoipa::path(tag = "printing", security(("bearer" = [])),
     request_body = TemplateWrite,
     responses((status = 201, body = ReceiptTemplate), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[post("/printing/receipt-templates")]
 pub async fn create_template(
     state: web::Data<AppState>,
     caller: Caller,
@@ -402,12 +396,13 @@ pub async fn create_template(
 }
 
 /// Changes the fields sent of a receipt template.
-#[utoipa::path(put, path = "/api/v1/printing/receipt-templates/{id}", tag = "printing", security(("bearer" = [])),
+#[utoipa::path(tag = "printing", security(("bearer" = [])),
     params(("id" = String, Path)), request_body = TemplateWrite,
     responses((status = 200, body = ReceiptTemplate), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[put("/printing/receipt-templates/{id}")]
 pub async fn update_template(
     state: web::Data<AppState>,
     caller: Caller,
@@ -431,12 +426,13 @@ pub async fn update_template(
 
 /// Soft-deletes a template; the branch's default is refused (400) until
 /// another template is made default.
-#[utoipa::path(delete, path = "/api/v1/printing/receipt-templates/{id}", tag = "printing", security(("bearer" = [])),
+#[utoipa::path(tag = "printing", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 204), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[delete("/printing/receipt-templates/{id}")]
 pub async fn delete_template(
     state: web::Data<AppState>,
     caller: Caller,
@@ -519,11 +515,12 @@ fn job_reference(body: &PrintJobWrite, original: Option<&PrintJob>) -> Result<St
 
 /// Logs a print job. Rows are never edited: a reprint of a failed job is a
 /// new row with status `reprint` and the same `reference_id`.
-#[utoipa::path(post, path = "/api/v1/printing/print-jobs", tag = "printing", security(("bearer" = [])),
+#[utoipa::path(tag = "printing", security(("bearer" = [])),
     request_body = PrintJobWrite,
     responses((status = 201, body = PrintJob), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[post("/printing/print-jobs")]
 pub async fn log_job(
     state: web::Data<AppState>,
     caller: Caller,
@@ -566,20 +563,13 @@ pub struct JobQuery {
     pub reference_id: Option<String>,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-pub struct PrintJobPage {
-    pub items: Vec<PrintJob>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 /// The print-job log, newest first, 20 per page.
-#[utoipa::path(get, path = "/api/v1/printing/print-jobs", tag = "printing", security(("bearer" = [])),
+#[utoipa::path(tag = "printing", security(("bearer" = [])),
     params(JobQuery, PageParams),
-    responses((status = 200, body = PrintJobPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<PrintJob>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/printing/print-jobs")]
 pub async fn list_jobs(
     state: web::Data<AppState>,
     caller: Caller,

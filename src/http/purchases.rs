@@ -17,8 +17,11 @@ use actors::purchases::{ReceivePurchase, ReceivedBatch};
 use actors::stock::NewBatch;
 use actors::{Action, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/purchases").route(web::post().to(create)));
+use actix_web::post;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(create);
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -44,12 +47,13 @@ pub struct PurchaseRequest {
 }
 
 /// Receives a batch and records its IN movement in one transaction.
-#[utoipa::path(post, path = "/api/v1/purchases", tag = "purchases", security(("bearer" = [])),
+#[utoipa::path(tag = "purchases", security(("bearer" = [])),
     request_body = PurchaseRequest,
     responses((status = 201, body = ReceivedBatch), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
+#[post("/purchases")]
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,

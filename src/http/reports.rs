@@ -20,12 +20,15 @@ use crate::store::reports::{
 use actors::error::Problem;
 use actors::{Action, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/reports/sales").route(web::get().to(sales)))
-        .service(web::resource("/reports/sales/by-pharmacist").route(web::get().to(by_pharmacist)))
-        .service(web::resource("/reports/inventory").route(web::get().to(inventory)))
-        .service(web::resource("/reports/purchases").route(web::get().to(purchases)))
-        .service(web::resource("/reports/vat").route(web::get().to(vat)));
+use actix_web::get;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(sales)
+        .service(by_pharmacist)
+        .service(inventory)
+        .service(purchases)
+        .service(vat);
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -79,12 +82,13 @@ where
 
 /// Totals, takings by day and payment method, the top 10 medicines with
 /// gross profit, and the 8 most recent sales.
-#[utoipa::path(get, path = "/api/v1/reports/sales", tag = "reports", security(("bearer" = [])),
+#[utoipa::path(tag = "reports", security(("bearer" = [])),
     params(WindowQuery),
     responses((status = 200, body = SalesReport),
         (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/reports/sales")]
 pub async fn sales(
     state: web::Data<AppState>,
     caller: Caller,
@@ -95,12 +99,13 @@ pub async fn sales(
 }
 
 /// Per user and branch: sales count, revenue, VAT and average sale; revenue descending.
-#[utoipa::path(get, path = "/api/v1/reports/sales/by-pharmacist", tag = "reports", security(("bearer" = [])),
+#[utoipa::path(tag = "reports", security(("bearer" = [])),
     params(WindowQuery),
     responses((status = 200, body = PharmacistReport),
         (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/reports/sales/by-pharmacist")]
 pub async fn by_pharmacist(
     state: web::Data<AppState>,
     caller: Caller,
@@ -115,12 +120,13 @@ pub async fn by_pharmacist(
 
 /// Stock now (no window): totals, value at selling price by category, and
 /// the 20 emptiest medicines. With `branch_id`, stock is that branch's ledger sum.
-#[utoipa::path(get, path = "/api/v1/reports/inventory", tag = "reports", security(("bearer" = [])),
+#[utoipa::path(tag = "reports", security(("bearer" = [])),
     params(BranchQuery),
     responses((status = 200, body = InventoryReport),
         (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/reports/inventory")]
 pub async fn inventory(
     state: web::Data<AppState>,
     caller: Caller,
@@ -133,12 +139,13 @@ pub async fn inventory(
 
 /// Purchased batches received in the window: spend (`qty_received ×
 /// unit_cost`) in total, by supplier and for the top 20 medicines.
-#[utoipa::path(get, path = "/api/v1/reports/purchases", tag = "reports", security(("bearer" = [])),
+#[utoipa::path(tag = "reports", security(("bearer" = [])),
     params(WindowQuery),
     responses((status = 200, body = PurchasesReport),
         (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/reports/purchases")]
 pub async fn purchases(
     state: web::Data<AppState>,
     caller: Caller,
@@ -153,12 +160,13 @@ pub async fn purchases(
 
 /// VAT by month (`YYYY-MM`, newest first): zero-rated and standard-rated
 /// taxable amounts (`taxable_15` aliases `taxable_18`), VAT and grand total.
-#[utoipa::path(get, path = "/api/v1/reports/vat", tag = "reports", security(("bearer" = [])),
+#[utoipa::path(tag = "reports", security(("bearer" = [])),
     params(WindowQuery),
     responses((status = 200, body = VatReport),
         (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/reports/vat")]
 pub async fn vat(
     state: web::Data<AppState>,
     caller: Caller,

@@ -14,19 +14,19 @@ use actors::error::Problem;
 use actors::sales::{self, ChainReport, Sale, SaleRequest};
 use actors::{Action, Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/sales")
-            .route(web::get().to(list))
-            .route(web::post().to(create)),
-    )
-    .service(web::resource("/sales/verify-chain").route(web::get().to(verify_chain)))
-    .service(web::resource("/sales/{id}").route(web::get().to(get)));
+use actix_web::{get, post};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list)
+        .service(create)
+        .service(verify_chain)
+        .service(get);
 }
 
 /// Makes a sale. A retry with the same `client_mutation_id` answers the
 /// first sale again (200 with `Idempotent-Replay: true`) and changes nothing.
-#[utoipa::path(post, path = "/api/v1/sales", tag = "sales", security(("bearer" = [])),
+#[utoipa::path(tag = "sales", security(("bearer" = [])),
     request_body = SaleRequest,
     responses((status = 201, body = Sale), (status = 200, description = "A replay of an earlier request with the same client_mutation_id", body = Sale),
         (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -34,6 +34,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
+#[post("/sales")]
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
@@ -52,10 +53,11 @@ pub async fn create(
 }
 
 /// One sale with its lines.
-#[utoipa::path(get, path = "/api/v1/sales/{id}", tag = "sales", security(("bearer" = [])),
+#[utoipa::path(tag = "sales", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Sale), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[get("/sales/{id}")]
 pub async fn get(
     state: web::Data<AppState>,
     caller: Caller,
@@ -83,20 +85,13 @@ pub struct SalesQuery {
     pub branch_id: Option<Uuid>,
 }
 
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub struct SalePage {
-    pub items: Vec<Sale>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 /// Sales newest first, paged (20 per page by default).
-#[utoipa::path(get, path = "/api/v1/sales", tag = "sales", security(("bearer" = [])),
+#[utoipa::path(tag = "sales", security(("bearer" = [])),
     params(SalesQuery, PageParams),
-    responses((status = 200, body = SalePage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<Sale>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/sales")]
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
@@ -126,10 +121,11 @@ pub struct ChainQuery {
 }
 
 /// Recomputes a branch's invoice hash chain and reports the first broken link.
-#[utoipa::path(get, path = "/api/v1/sales/verify-chain", tag = "sales", security(("bearer" = [])),
+#[utoipa::path(tag = "sales", security(("bearer" = [])),
     params(ChainQuery),
     responses((status = 200, body = ChainReport), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/sales/verify-chain")]
 pub async fn verify_chain(
     state: web::Data<AppState>,
     caller: Caller,

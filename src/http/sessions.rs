@@ -17,10 +17,11 @@ use actors::error::Problem;
 use actors::sessions::{self, CashSession, CloseSession, OpenSession};
 use actors::{Action, Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/sessions/open").route(web::post().to(open)))
-        .service(web::resource("/sessions/current").route(web::get().to(current)))
-        .service(web::resource("/sessions/{id}/close").route(web::post().to(close)));
+use actix_web::{get, post};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(open).service(current).service(close);
 }
 
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -41,12 +42,13 @@ pub struct BranchQuery {
 }
 
 /// Opens the branch's cash session, or returns the one already open.
-#[utoipa::path(post, path = "/api/v1/sessions/open", tag = "sessions", security(("bearer" = [])),
+#[utoipa::path(tag = "sessions", security(("bearer" = [])),
     request_body(content = Option<OpenRequest>, description = "May be omitted"),
     responses((status = 200, body = CashSession), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
+#[post("/sessions/open")]
 pub async fn open(
     state: web::Data<AppState>,
     caller: Caller,
@@ -77,10 +79,11 @@ pub async fn open(
 }
 
 /// The branch's open cash session.
-#[utoipa::path(get, path = "/api/v1/sessions/current", tag = "sessions", security(("bearer" = [])), params(BranchQuery),
+#[utoipa::path(tag = "sessions", security(("bearer" = [])), params(BranchQuery),
     responses((status = 200, body = CashSession), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[get("/sessions/current")]
 pub async fn current(
     state: web::Data<AppState>,
     caller: Caller,
@@ -103,7 +106,7 @@ pub struct CloseRequest {
 
 /// Closes a session: totals are final, `expected_cash` = opening float +
 /// cash takings, `variance` = counted − expected. 409 when already closed.
-#[utoipa::path(post, path = "/api/v1/sessions/{id}/close", tag = "sessions", security(("bearer" = [])),
+#[utoipa::path(tag = "sessions", security(("bearer" = [])),
     params(("id" = String, Path)), request_body = CloseRequest,
     responses((status = 200, body = CashSession), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -111,6 +114,7 @@ pub struct CloseRequest {
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
+#[post("/sessions/{id}/close")]
 pub async fn close(
     state: web::Data<AppState>,
     caller: Caller,

@@ -16,12 +16,11 @@ use actors::error::Problem;
 use actors::input::{self, max, Flag};
 use actors::{Action, Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/settings")
-            .route(web::get().to(get))
-            .route(web::put().to(update)),
-    );
+use actix_web::{get, put};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(get).service(update);
 }
 
 /// Tells a field sent as `null` (`Some(None)`: clear it) from one not sent.
@@ -343,8 +342,9 @@ async fn looked_up_fields(
 }
 
 /// The settings record, or exactly the spec's defaults when none exists.
-#[utoipa::path(get, path = "/api/v1/settings", tag = "settings", security(("bearer" = [])),
+#[utoipa::path(tag = "settings", security(("bearer" = [])),
     responses((status = 200, body = Settings), (status = 401, body = Problem, content_type = "application/problem+json")))]
+#[get("/settings")]
 pub async fn get(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse> {
     let client = state.pool.get().await?;
     Ok(HttpResponse::Ok().json(settings::read(&client, caller.org_id).await?))
@@ -352,11 +352,12 @@ pub async fn get(state: web::Data<AppState>, caller: Caller) -> Result<HttpRespo
 
 /// Changes the fields sent (admin). 400 names the first invalid field; an
 /// audit-log entry keeps the record before and after.
-#[utoipa::path(put, path = "/api/v1/settings", tag = "settings", security(("bearer" = [])),
+#[utoipa::path(tag = "settings", security(("bearer" = [])),
     request_body = SettingsWrite,
     responses((status = 200, body = Settings), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[put("/settings")]
 pub async fn update(
     state: web::Data<AppState>,
     caller: Caller,

@@ -16,8 +16,11 @@ use actors::error::Problem;
 use actors::stockcount::{CountLine, CountResult, SubmitCount};
 use actors::{input, Action, Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/stockcount/submit").route(web::post().to(submit)));
+use actix_web::post;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(submit);
 }
 
 /// Lines one count may carry.
@@ -86,12 +89,13 @@ fn lines(items: Option<Vec<CountRequestItem>>) -> Result<Vec<CountLine>> {
 
 /// Applies a stock count: a surplus lands on the newest batch, a shortfall
 /// drains the oldest batches first.
-#[utoipa::path(post, path = "/api/v1/stockcount/submit", tag = "stock", security(("bearer" = [])),
+#[utoipa::path(tag = "stock", security(("bearer" = [])),
     request_body = CountRequest,
     responses((status = 200, body = CountResult), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
+#[post("/stockcount/submit")]
 pub async fn submit(
     state: web::Data<AppState>,
     caller: Caller,

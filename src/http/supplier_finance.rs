@@ -22,24 +22,15 @@ use actors::supplier_invoices::{
 };
 use actors::{db, Action, Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/supplier-finance/batches/{id}/quarantine")
-            .route(web::post().to(quarantine)),
-    )
-    .service(
-        web::resource("/supplier-finance/reorder-suggestions")
-            .route(web::get().to(reorder_suggestions)),
-    )
-    .service(
-        web::resource("/supplier-finance/invoices")
-            .route(web::get().to(list_invoices))
-            .route(web::post().to(create_invoice)),
-    )
-    .service(
-        web::resource("/supplier-finance/invoices/{id}/payments")
-            .route(web::post().to(pay_invoice)),
-    );
+use actix_web::{get, post};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(quarantine)
+        .service(reorder_suggestions)
+        .service(list_invoices)
+        .service(create_invoice)
+        .service(pay_invoice);
 }
 
 pub const REGULATOR_STATUSES: [&str; 3] = ["quarantined", "active", "recalled"];
@@ -53,13 +44,14 @@ pub struct QuarantineRequest {
 
 /// Sets a batch's regulator status. Quarantined and recalled batches are
 /// never sold or transferred.
-#[utoipa::path(post, path = "/api/v1/supplier-finance/batches/{id}/quarantine", tag = "supplier-finance",
+#[utoipa::path(tag = "supplier-finance",
     security(("bearer" = [])), params(("id" = String, Path, description = "Batch id")),
     request_body = QuarantineRequest,
     responses((status = 200, body = Batch), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[post("/supplier-finance/batches/{id}/quarantine")]
 pub async fn quarantine(
     state: web::Data<AppState>,
     caller: Caller,
@@ -159,11 +151,12 @@ pub struct ReorderList {
 }
 
 /// Active medicines at or below their low-stock threshold, lowest stock first.
-#[utoipa::path(get, path = "/api/v1/supplier-finance/reorder-suggestions", tag = "supplier-finance",
+#[utoipa::path(tag = "supplier-finance",
     security(("bearer" = [])), params(ReorderQuery),
     responses((status = 200, body = ReorderList), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/supplier-finance/reorder-suggestions")]
 pub async fn reorder_suggestions(
     state: web::Data<AppState>,
     caller: Caller,
@@ -244,11 +237,12 @@ pub struct InvoiceRequest {
 }
 
 /// Records a supplier invoice as `unpaid`.
-#[utoipa::path(post, path = "/api/v1/supplier-finance/invoices", tag = "supplier-finance",
+#[utoipa::path(tag = "supplier-finance",
     security(("bearer" = [])), request_body = InvoiceRequest,
     responses((status = 201, body = SupplierInvoice), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[post("/supplier-finance/invoices")]
 pub async fn create_invoice(
     state: web::Data<AppState>,
     caller: Caller,
@@ -315,11 +309,12 @@ pub struct InvoiceList {
 }
 
 /// Supplier invoices, newest first, at most 50.
-#[utoipa::path(get, path = "/api/v1/supplier-finance/invoices", tag = "supplier-finance",
+#[utoipa::path(tag = "supplier-finance",
     security(("bearer" = [])), params(InvoiceQuery),
     responses((status = 200, body = InvoiceList), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/supplier-finance/invoices")]
 pub async fn list_invoices(
     state: web::Data<AppState>,
     caller: Caller,
@@ -362,7 +357,7 @@ pub struct SupplierPaymentRequest {
 }
 
 /// Pays (part of) a supplier invoice: `unpaid` → `partial` → `paid`.
-#[utoipa::path(post, path = "/api/v1/supplier-finance/invoices/{id}/payments", tag = "supplier-finance",
+#[utoipa::path(tag = "supplier-finance",
     security(("bearer" = [])), params(("id" = String, Path, description = "Supplier invoice id")),
     request_body = SupplierPaymentRequest,
     responses((status = 201, body = SupplierPaymentReceipt), (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -371,6 +366,7 @@ pub struct SupplierPaymentRequest {
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
+#[post("/supplier-finance/invoices/{id}/payments")]
 pub async fn pay_invoice(
     state: web::Data<AppState>,
     caller: Caller,

@@ -3,7 +3,6 @@
 
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
-use utoipa::ToSchema;
 
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
@@ -12,18 +11,15 @@ use crate::store::suppliers::{self, Activity, Supplier, SupplierWrite};
 use actors::error::Problem;
 use actors::{Action, Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/suppliers")
-            .route(web::get().to(list))
-            .route(web::post().to(create)),
-    )
-    .service(
-        web::resource("/suppliers/{id}")
-            .route(web::get().to(get))
-            .route(web::put().to(update))
-            .route(web::delete().to(delete)),
-    );
+use actix_web::{delete, get, post, put};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list)
+        .service(create)
+        .service(get)
+        .service(update)
+        .service(delete);
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -35,19 +31,12 @@ pub struct SupplierQuery {
     pub is_active: Option<String>,
 }
 
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub struct SupplierPage {
-    pub items: Vec<Supplier>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
-}
-
 /// Suppliers by name, 20 per page.
-#[utoipa::path(get, path = "/api/v1/suppliers", tag = "suppliers", security(("bearer" = [])),
+#[utoipa::path(tag = "suppliers", security(("bearer" = [])),
     params(SupplierQuery, PageParams),
-    responses((status = 200, body = SupplierPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<Supplier>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json")))]
+#[get("/suppliers")]
 pub async fn list(
     state: web::Data<AppState>,
     _caller: Caller,
@@ -72,10 +61,11 @@ pub async fn list(
 }
 
 /// One supplier.
-#[utoipa::path(get, path = "/api/v1/suppliers/{id}", tag = "suppliers", security(("bearer" = [])),
+#[utoipa::path(tag = "suppliers", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Supplier), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[get("/suppliers/{id}")]
 pub async fn get(
     state: web::Data<AppState>,
     _caller: Caller,
@@ -90,11 +80,12 @@ pub async fn get(
 }
 
 /// Adds a supplier.
-#[utoipa::path(post, path = "/api/v1/suppliers", tag = "suppliers", security(("bearer" = [])),
+#[utoipa::path(tag = "suppliers", security(("bearer" = [])),
     request_body = SupplierWrite,
     responses((status = 201, body = Supplier), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[post("/suppliers")]
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
@@ -109,12 +100,13 @@ pub async fn create(
 }
 
 /// Changes the fields sent of a supplier.
-#[utoipa::path(put, path = "/api/v1/suppliers/{id}", tag = "suppliers", security(("bearer" = [])),
+#[utoipa::path(tag = "suppliers", security(("bearer" = [])),
     params(("id" = String, Path)), request_body = SupplierWrite,
     responses((status = 200, body = Supplier), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[put("/suppliers/{id}")]
 pub async fn update(
     state: web::Data<AppState>,
     caller: Caller,
@@ -131,11 +123,12 @@ pub async fn update(
 }
 
 /// Soft-deletes a supplier.
-#[utoipa::path(delete, path = "/api/v1/suppliers/{id}", tag = "suppliers", security(("bearer" = [])),
+#[utoipa::path(tag = "suppliers", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 204), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[delete("/suppliers/{id}")]
 pub async fn delete(
     state: web::Data<AppState>,
     caller: Caller,

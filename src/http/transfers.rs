@@ -15,15 +15,15 @@ use actors::error::Problem;
 use actors::transfers::{self, CancelTransfer, CreateTransfer, ReceiveTransfer, Transfer};
 use actors::{input, Action, Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/transfers")
-            .route(web::get().to(list))
-            .route(web::post().to(create)),
-    )
-    .service(web::resource("/transfers/{id}").route(web::get().to(get)))
-    .service(web::resource("/transfers/{id}/receive").route(web::post().to(receive)))
-    .service(web::resource("/transfers/{id}/cancel").route(web::post().to(cancel)));
+use actix_web::{get, post};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list)
+        .service(create)
+        .service(get)
+        .service(receive)
+        .service(cancel);
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -79,12 +79,13 @@ async fn visible(state: &AppState, caller: &Caller, raw_id: &str) -> Result<Tran
 
 /// Sends stock to another branch: it leaves the source now
 /// (first-expiry-first-out) and is `in_transit` until received.
-#[utoipa::path(post, path = "/api/v1/transfers", tag = "transfers", security(("bearer" = [])),
+#[utoipa::path(tag = "transfers", security(("bearer" = [])),
     request_body = TransferCreate,
     responses((status = 201, body = Transfer), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
+#[post("/transfers")]
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
@@ -115,13 +116,14 @@ pub async fn create(
 }
 
 /// Takes a transfer in at the destination: its stock becomes batches there.
-#[utoipa::path(post, path = "/api/v1/transfers/{id}/receive", tag = "transfers", security(("bearer" = [])),
+#[utoipa::path(tag = "transfers", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Transfer), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
+#[post("/transfers/{id}/receive")]
 pub async fn receive(
     state: web::Data<AppState>,
     caller: Caller,
@@ -144,13 +146,14 @@ pub async fn receive(
 }
 
 /// Calls back a transfer in transit: its stock returns to the source batches.
-#[utoipa::path(post, path = "/api/v1/transfers/{id}/cancel", tag = "transfers", security(("bearer" = [])),
+#[utoipa::path(tag = "transfers", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Transfer), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
+#[post("/transfers/{id}/cancel")]
 pub async fn cancel(
     state: web::Data<AppState>,
     caller: Caller,
@@ -167,11 +170,12 @@ pub async fn cancel(
 }
 
 /// One transfer.
-#[utoipa::path(get, path = "/api/v1/transfers/{id}", tag = "transfers", security(("bearer" = [])),
+#[utoipa::path(tag = "transfers", security(("bearer" = [])),
     params(("id" = String, Path)),
     responses((status = 200, body = Transfer), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[get("/transfers/{id}")]
 pub async fn get(
     state: web::Data<AppState>,
     caller: Caller,
@@ -183,10 +187,11 @@ pub async fn get(
 }
 
 /// Transfers from or to a branch, newest first, at most 100.
-#[utoipa::path(get, path = "/api/v1/transfers", tag = "transfers", security(("bearer" = [])), params(TransferQuery),
+#[utoipa::path(tag = "transfers", security(("bearer" = [])), params(TransferQuery),
     responses((status = 200, body = TransferList), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/transfers")]
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,

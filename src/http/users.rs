@@ -17,18 +17,15 @@ use actors::changes::Op;
 use actors::error::Problem;
 use actors::{input, Action, Error, Result, Role};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/users")
-            .route(web::get().to(list))
-            .route(web::post().to(create)),
-    )
-    .service(
-        web::resource("/users/{id}")
-            .route(web::get().to(get))
-            .route(web::put().to(update))
-            .route(web::delete().to(delete)),
-    );
+use actix_web::{delete, get, post, put};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list)
+        .service(create)
+        .service(get)
+        .service(update)
+        .service(delete);
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -62,14 +59,6 @@ pub struct UserUpdate {
     pub branch_id: Option<Uuid>,
     pub phone: Option<String>,
     pub is_active: Option<bool>,
-}
-
-#[derive(serde::Serialize, ToSchema)]
-pub struct UserPage {
-    pub items: Vec<User>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
 }
 
 /// A branch manager may only touch non-admin users of its own branch.
@@ -159,10 +148,11 @@ async fn live_branch(client: &deadpool_postgres::Client, id: Uuid) -> Result<()>
 }
 
 /// Staff accounts the caller manages, 20 per page.
-#[utoipa::path(get, path = "/api/v1/users", tag = "users", security(("bearer" = [])), params(UserQuery, PageParams),
-    responses((status = 200, body = UserPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+#[utoipa::path(tag = "users", security(("bearer" = [])), params(UserQuery, PageParams),
+    responses((status = 200, body = Paged<User>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/users")]
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
@@ -182,10 +172,11 @@ pub async fn list(
 }
 
 /// One staff account (anyone may read their own).
-#[utoipa::path(get, path = "/api/v1/users/{id}", tag = "users", security(("bearer" = [])), params(("id" = String, Path)),
+#[utoipa::path(tag = "users", security(("bearer" = [])), params(("id" = String, Path)),
     responses((status = 200, body = User), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[get("/users/{id}")]
 pub async fn get(
     state: web::Data<AppState>,
     caller: Caller,
@@ -204,11 +195,12 @@ pub async fn get(
 }
 
 /// Creates a staff account; a branch manager only on its own branch and never an admin.
-#[utoipa::path(post, path = "/api/v1/users", tag = "users", security(("bearer" = [])), request_body = UserCreate,
+#[utoipa::path(tag = "users", security(("bearer" = [])), request_body = UserCreate,
     responses((status = 201, body = User), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[post("/users")]
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
@@ -242,13 +234,14 @@ pub async fn create(
 }
 
 /// Changes the fields sent of a staff account; the change is audited.
-#[utoipa::path(put, path = "/api/v1/users/{id}", tag = "users", security(("bearer" = [])), params(("id" = String, Path)),
+#[utoipa::path(tag = "users", security(("bearer" = [])), params(("id" = String, Path)),
     request_body = UserUpdate,
     responses((status = 200, body = User), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[put("/users/{id}")]
 pub async fn update(
     state: web::Data<AppState>,
     caller: Caller,
@@ -328,11 +321,12 @@ pub async fn update(
 }
 
 /// Deactivates a staff account and revokes its refresh tokens; the change is audited.
-#[utoipa::path(delete, path = "/api/v1/users/{id}", tag = "users", security(("bearer" = [])), params(("id" = String, Path)),
+#[utoipa::path(tag = "users", security(("bearer" = [])), params(("id" = String, Path)),
     responses((status = 204), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[delete("/users/{id}")]
 pub async fn delete(
     state: web::Data<AppState>,
     caller: Caller,

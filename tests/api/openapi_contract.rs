@@ -242,3 +242,67 @@ async fn common_problem_answers_and_examples_are_documented() {
         json!({"$ref": "#/components/schemas/Health"})
     );
 }
+
+/// The document and the router agree: on every documented path, each
+/// documented method reaches a handler (no 404 "no route", no 405) and every
+/// other method is a 405 problem whose `Allow` lists exactly the documented
+/// methods. A handler mounted on a documented path without being in the
+/// document would answer instead of the 405.
+#[tokio::test]
+async fn every_documented_path_answers_exactly_its_documented_methods() {
+    let app = TestApp::spawn().await;
+    let doc = served_document(&app).await;
+    let paths = doc["paths"].as_object().unwrap();
+    assert!(paths.len() > 60, "{} paths", paths.len());
+    let mut wrong = Vec::new();
+    for (template, item) in paths {
+        let documented: Vec<&str> = METHODS
+            .iter()
+            .copied()
+            .filter(|m| item.get(*m).is_some())
+            .collect();
+        let concrete: String = template
+            .split('/')
+            .map(|s| {
+                if s.starts_with('{') {
+                    "00000000-0000-7000-8000-000000000000"
+                } else {
+                    s
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("/");
+        let url = format!("{}{concrete}", app.root);
+        for method in METHODS {
+            let res = app
+                .http
+                .request(method.to_uppercase().parse().unwrap(), &url)
+                .send()
+                .await
+                .unwrap();
+            let status = res.status().as_u16();
+            let allow = res
+                .headers()
+                .get("allow")
+                .map(|v| v.to_str().unwrap().to_owned());
+            let body: Value = res.json().await.unwrap_or(Value::Null);
+            let what = format!("{} {concrete}: {status} {body}", method.to_uppercase());
+            if documented.contains(&method) {
+                let no_route = body["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.starts_with("No route matches"));
+                if status == 405 || (status == 404 && no_route) {
+                    wrong.push(format!("{what} (documented, not routed)"));
+                }
+            } else {
+                let expected: Vec<String> = documented.iter().map(|m| m.to_uppercase()).collect();
+                if status != 405 || allow.as_deref() != Some(expected.join(", ").as_str()) {
+                    wrong.push(format!(
+                        "{what} allow {allow:?} (expected 405, Allow {expected:?})"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -12,25 +12,20 @@ use crate::sync::conflicts::{self, Conflict, Resolution, Strategy};
 use actors::error::Problem;
 use actors::{Action, Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/sync/conflicts").route(web::get().to(list)))
-        .service(web::resource("/sync/conflicts/{id}/resolve").route(web::post().to(resolve)));
-}
+use actix_web::{get, post};
+use utoipa_actix_web::service_config::ServiceConfig;
 
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub struct ConflictPage {
-    pub items: Vec<Conflict>,
-    pub total: i64,
-    pub page: i64,
-    pub page_size: i64,
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list).service(resolve);
 }
 
 /// Pending conflicts, newest first (50 per page).
-#[utoipa::path(get, path = "/api/v1/sync/conflicts", tag = "sync", security(("bearer" = [])),
+#[utoipa::path(tag = "sync", security(("bearer" = [])),
     params(PageParams),
-    responses((status = 200, body = ConflictPage), (status = 400, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Paged<Conflict>), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
+#[get("/sync/conflicts")]
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
@@ -54,13 +49,14 @@ pub struct ResolveRequest {
 /// keeps the server row, `last_write_wins` keeps the later `updated_at`,
 /// `merge` writes the till's changed fields unless the server changed one of
 /// them too (409).
-#[utoipa::path(post, path = "/api/v1/sync/conflicts/{id}/resolve", tag = "sync", security(("bearer" = [])),
+#[utoipa::path(tag = "sync", security(("bearer" = [])),
     params(("id" = String, Path)), request_body = ResolveRequest,
     responses((status = 200, body = Resolution), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[post("/sync/conflicts/{id}/resolve")]
 pub async fn resolve(
     state: web::Data<AppState>,
     caller: Caller,

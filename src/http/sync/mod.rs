@@ -5,9 +5,9 @@ pub mod conflicts;
 pub mod pull;
 pub mod push;
 
-use actix_web::web;
+use utoipa_actix_web::service_config::ServiceConfig;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     pull::configure(cfg);
     push::configure(cfg);
     conflicts::configure(cfg);

@@ -16,9 +16,11 @@ use actors::{Error, Result};
 pub const DEFAULT_LIMIT: i64 = 500;
 pub const MAX_LIMIT: i64 = 5000;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/sync/snapshot").route(web::get().to(snapshot)))
-        .service(web::resource("/sync/changes").route(web::get().to(changes)));
+use actix_web::get;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(get_snapshot).service(changes);
 }
 
 /// An admin mirrors every branch; anyone else its own.
@@ -32,10 +34,11 @@ fn scope(caller: &Caller) -> Scope {
 /// ones are in, with `is_active` 0. A non-admin gets only its own branch, its
 /// branch's users and batches, and medicine `stock_quantity` at its branch; an
 /// admin every branch, user and batch, and chain-wide stock.
-#[utoipa::path(get, path = "/api/v1/sync/snapshot", tag = "sync", security(("bearer" = [])),
+#[utoipa::path(tag = "sync", security(("bearer" = [])),
     responses((status = 200, body = Snapshot), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
-pub async fn snapshot(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse> {
+#[get("/sync/snapshot")]
+pub async fn get_snapshot(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse> {
     let snapshot = snapshot::read(&state.pool, scope(&caller)).await?;
     Ok(HttpResponse::Ok().json(snapshot))
 }
@@ -86,11 +89,12 @@ impl ChangesQuery {
 /// next `since`: the settled horizon when `has_more` is false, else the rev of
 /// the last change returned. Every rev up to `max_rev` is final, so paging this
 /// way never skips or repeats a change.
-#[utoipa::path(get, path = "/api/v1/sync/changes", tag = "sync", security(("bearer" = [])),
+#[utoipa::path(tag = "sync", security(("bearer" = [])),
     params(ChangesQuery),
     responses((status = 200, body = ChangeFeed), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
+#[get("/sync/changes")]
 pub async fn changes(
     state: web::Data<AppState>,
     caller: Caller,

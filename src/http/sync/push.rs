@@ -13,11 +13,16 @@ use crate::sync::push::{Change, PushBatch, Pusher, MAX_CHANGES};
 use actors::error::Problem;
 use actors::{Action, Error, Result};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+use actix_web::post;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+/// The push route sits in its own scope, which carries its larger body
+/// limit.
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(
-        web::resource("/sync/push")
+        utoipa_actix_web::scope("/sync/push")
             .app_data(PushBodyLimit)
-            .route(web::post().to(push)),
+            .service(push),
     );
 }
 
@@ -85,7 +90,7 @@ pub struct PushAnswer {
 
 /// Applies a till's changes in order, each in its own transaction; batches
 /// of one device one at a time, devices in parallel.
-#[utoipa::path(post, path = "/api/v1/sync/push", tag = "sync", security(("bearer" = [])),
+#[utoipa::path(tag = "sync", security(("bearer" = [])),
     request_body = PushRequest,
     responses((status = 200, body = PushAnswer), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -93,6 +98,7 @@ pub struct PushAnswer {
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 413, body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
+#[post("")]
 pub async fn push(
     state: web::Data<AppState>,
     caller: Caller,

@@ -12,6 +12,7 @@ pub mod error;
 pub mod input;
 pub mod mailbox;
 pub mod metrics;
+pub mod paging;
 pub mod purchases;
 pub mod role;
 pub mod runtime;
@@ -22,6 +23,7 @@ pub mod stock;
 pub mod stockcount;
 pub mod supplier_invoices;
 pub mod transfers;
+pub mod window;
 pub mod wire;
 
 pub use error::{Error, Result};

@@ -11,10 +11,10 @@ use uuid::Uuid;
 
 use crate::auth::Caller;
 use crate::http::extract::{PageParams, Paged, Query};
-use crate::http::window::{day_of, DateWindow, Day};
 use crate::state::AppState;
 use crate::store::audit::{self, AuditRow};
 use actors::error::Problem;
+use actors::window::{day_of, DateWindow, Day};
 use actors::{Action, Result};
 
 use actix_web::get;

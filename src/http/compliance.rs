@@ -15,11 +15,11 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::csv_export;
 use crate::http::extract::{PageParams, Paged, Query};
-use crate::http::window::{DateWindow, MAX_WINDOW_DAYS};
 use crate::state::AppState;
 use crate::store::books::{self, ClassifiedBookRow, FiscalPayload, PrescriptionBookRow, Scope};
 use crate::store::devices::{self, RegisterRow};
 use actors::error::Problem;
+use actors::window::{DateWindow, MAX_WINDOW_DAYS};
 use actors::{Error, Result};
 
 /// Default page size of every compliance book (the spec's Limits table).
@@ -73,10 +73,10 @@ pub struct BookQuery {
     #[param(value_type = Option<String>, format = Uuid)]
     pub branch_id: Option<Uuid>,
     /// First day (`YYYY-MM-DD`, organisation time zone), inclusive.
-    #[param(schema_with = crate::http::window::day_or_blank)]
+    #[param(schema_with = actors::window::day_or_blank)]
     pub from_date: Option<String>,
     /// Last day (`YYYY-MM-DD`), inclusive.
-    #[param(schema_with = crate::http::window::day_or_blank)]
+    #[param(schema_with = actors::window::day_or_blank)]
     pub to_date: Option<String>,
     /// `csv` exports every row of the window as CSV (as does `Accept: text/csv`);
     /// an export's window is at most 366 days (`to_date` default today,

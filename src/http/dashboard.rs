@@ -10,11 +10,11 @@ use uuid::Uuid;
 
 use crate::auth::Caller;
 use crate::http::extract::Query;
-use crate::http::window::{day_of, DateWindow, Day};
 use crate::state::AppState;
 use crate::store::dashboard::{self, BranchRevenue, Summary, SPARKLINE_DAYS};
 use crate::store::reports::DEFAULT_WINDOW_DAYS;
 use actors::error::Problem;
+use actors::window::{day_of, DateWindow, Day};
 use actors::{wire, Result};
 
 use actix_web::get;

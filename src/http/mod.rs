@@ -23,7 +23,6 @@ pub mod suppliers;
 pub mod sync;
 pub mod transfers;
 pub mod users;
-pub mod window;
 // Printing, settings, currency, audit log (issue 6 items 1-5, 10).
 pub mod audit_log;
 pub mod currency;

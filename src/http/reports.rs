@@ -11,13 +11,13 @@ use uuid::Uuid;
 
 use crate::auth::Caller;
 use crate::http::extract::Query;
-use crate::http::window::{day_of, DateWindow, Day, ReportWindow};
 use crate::state::AppState;
 use crate::store::reports::{
     self, InventoryReport, PharmacistReport, PurchasesReport, SalesReport, Scope, VatReport,
     DEFAULT_WINDOW_DAYS,
 };
 use actors::error::Problem;
+use actors::window::{day_of, DateWindow, Day, ReportWindow};
 use actors::{Action, Result};
 
 use actix_web::get;

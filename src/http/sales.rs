@@ -8,10 +8,10 @@ use uuid::Uuid;
 
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
-use crate::http::window::{day_of, DateWindow, Day};
 use crate::state::AppState;
 use actors::error::Problem;
 use actors::sales::{self, ChainReport, Sale, SaleRequest};
+use actors::window::{day_of, DateWindow, Day};
 use actors::{Action, Error, Result};
 
 use actix_web::{get, post};

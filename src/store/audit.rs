@@ -104,7 +104,7 @@ pub struct ListFilter {
 pub async fn list<C: GenericClient + Sync>(
     c: &C,
     f: &ListFilter,
-    page: crate::http::extract::Page,
+    page: actors::paging::Page,
 ) -> Result<(Vec<AuditRow>, i64)> {
     use sea_query::{JoinType, Order};
     let mut base = Query::select()

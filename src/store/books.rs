@@ -14,7 +14,7 @@ use uuid::Uuid;
 use actors::sales::Sale;
 use actors::{db, wire, Result};
 
-use crate::http::window::Bounds;
+use actors::window::Bounds;
 
 pub const PRESCRIPTION_BOOK_NOTE: &str =
     "Prescription records must be kept for 2 years and produced for inspection on request.";

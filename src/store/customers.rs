@@ -14,9 +14,9 @@ use rust_decimal::Decimal;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::http::extract::Page;
 use crate::store::synced;
 use crate::store::users::escape_like;
+use actors::paging::Page;
 
 pub use actors::customers::get;
 

@@ -13,8 +13,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::http::window::ReportWindow;
 use crate::store::reports::{decimal_num, ratio_pct};
+use actors::window::ReportWindow;
 use actors::{db, wire, Result};
 
 /// Days in the sparkline (the spec's Limits).

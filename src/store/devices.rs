@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use actors::{db, wire, Result};
 
-use crate::http::extract::Page;
+use actors::paging::Page;
 
 /// A till of one branch. `status` is `active` or `revoked`; a revoked
 /// device stays in the register.

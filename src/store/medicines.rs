@@ -16,9 +16,9 @@ use actors::changes::{self, Change, Op};
 use actors::input::{self, max, Flag};
 use actors::{db, wire, Error, Result};
 
-use crate::http::extract::Page;
 use crate::store::users::escape_like;
 use crate::store::{audit, synced};
+use actors::paging::Page;
 
 /// A catalogue row.
 #[derive(Debug, Clone)]

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use actors::{db, wire, Error, Result};
 
-use crate::http::extract::Page;
+use actors::paging::Page;
 
 /// Column values of a write, already validated.
 pub type Fields = Vec<(&'static str, sea_query::Value)>;

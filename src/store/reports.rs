@@ -12,7 +12,7 @@ use tokio_postgres::Row;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::http::window::ReportWindow;
+use actors::window::ReportWindow;
 use actors::{db, wire, Result};
 
 /// The default report window: the last 30 days up to today (Limits).

@@ -14,9 +14,9 @@ use actors::changes::{self, Change, Op};
 use actors::input::{self, max, Flag};
 use actors::{db, wire, Error, Result};
 
-use crate::http::extract::Page;
 use crate::store::synced;
 use crate::store::users::escape_like;
+use actors::paging::Page;
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Supplier {

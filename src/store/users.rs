@@ -11,7 +11,7 @@ use uuid::Uuid;
 use actors::changes::{self, Change, Op};
 use actors::{db, wire, Result, Role};
 
-use crate::http::extract::Page;
+use actors::paging::Page;
 
 /// The snapshot User shape (flags as 0/1), plus `rev`.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

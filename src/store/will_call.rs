@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use actors::{db, wire, Error, Result};
 
-use crate::http::extract::Page;
+use actors::paging::Page;
 
 pub const STATUSES: [&str; 3] = ["ready", "picked_up", "cancelled"];
 

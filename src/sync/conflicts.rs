@@ -16,9 +16,9 @@ use uuid::Uuid;
 
 use actors::{db, wire, Error, Result, Role};
 
-use crate::http::extract::Page;
 use crate::store::audit;
 use crate::sync::entities::{same, Entity};
+use actors::paging::Page;
 
 const COLUMNS: [&str; 20] = [
     "id",

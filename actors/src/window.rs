@@ -10,7 +10,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use deadpool_postgres::GenericClient;
 use serde::{Deserialize, Deserializer};
 
-use actors::{db, Error, Result};
+use crate::{db, Error, Result};
 
 /// The longest closed window, in days (both ends inclusive): a leap year.
 pub const MAX_WINDOW_DAYS: i64 = 366;

@@ -3,13 +3,12 @@
 
 pub mod app;
 pub mod auth;
+pub mod bench;
 pub mod config;
 pub mod db;
 pub mod devdb;
 pub mod http;
 pub mod seed;
-// Reports benchmark: the large data set and the timing run (issue 7).
-pub mod bench;
 pub mod seed_large;
 pub mod state;
 pub mod store;

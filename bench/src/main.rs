@@ -1,4 +1,4 @@
-//! `bench`: the service's load generator (issue 8).
+//! `bench`: the service's load generator.
 //!
 //! ```sh
 //! cargo run --release -p bench -- all            # every scenario, with the pgbench baseline

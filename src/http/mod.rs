@@ -1,43 +1,39 @@
 //! The HTTP layer: one module per URL area, each with `configure`.
 
+pub mod approvals;
+pub mod audit_log;
 pub mod auth;
 pub mod body_deadline;
 pub mod branches;
 pub mod compliance;
 pub mod coupons;
 pub mod csv_export;
+pub mod currency;
 pub mod customers;
+pub mod dashboard;
 pub mod devices;
+pub mod dispensing;
 pub mod docs;
 pub mod extract;
 pub mod health;
+pub mod marketing;
 pub mod medicines;
 pub mod openapi;
+pub mod ops;
+pub mod prescriptions;
+pub mod printing;
 pub mod problems;
 pub mod purchases;
+pub mod reports;
 pub mod sales;
 pub mod sessions;
+pub mod settings;
 pub mod stockcount;
 pub mod supplier_finance;
 pub mod suppliers;
 pub mod sync;
 pub mod transfers;
 pub mod users;
-// Printing, settings, currency, audit log (issue 6 items 1-5, 10).
-pub mod audit_log;
-pub mod currency;
-pub mod printing;
-pub mod settings;
-// Front desk (issue 6 items 6-9).
-pub mod approvals;
-pub mod dispensing;
-pub mod marketing;
-pub mod prescriptions;
-// Dashboard and reports (issue 7 items 1-3).
-pub mod dashboard;
-pub mod reports;
-// Live actor tuning (issue 20 item 4).
-pub mod ops;
 
 use actix_web::dev::ServiceResponse;
 use actix_web::http::header;

@@ -1,4 +1,4 @@
-//! Controls of issue 15 (findings 4, 5, 6, 9 and two spec rules): a
+//! Branch scope and export controls: a
 //! non-admin reads only its own branch (reports, the audit log, the branch
 //! comparison); report windows and exports are bounded; CSV exports carry
 //! no spreadsheet formulas; cash sessions need a selling role; days are

@@ -11,54 +11,48 @@
 mod common;
 
 mod actor_runtime;
+mod approvals;
+mod audit_log;
 mod auth;
+mod branch_controls;
 mod branches;
 mod compliance;
 mod coupons;
+mod currency;
 mod customers;
+mod dashboard;
 mod devdb;
 mod devices;
 mod errors;
+mod fuzz_bodies;
+mod input_controls;
+mod isolation;
+mod limits;
+mod marketing;
 mod medicines;
 mod migrations;
+mod openapi_contract;
 mod operations;
+mod ops_actors;
+mod prescription_controls;
+mod prescriptions;
+mod printing;
+mod problem_codes;
 mod purchases;
+mod reports;
+mod role_policy;
 mod sales;
 mod seed;
 mod sessions;
+mod settings;
 mod stockcount;
 mod supplier_finance;
 mod supplier_invoices;
 mod suppliers;
 mod sync_pull;
 mod sync_push;
-mod transfers;
-mod users;
-// Printing, settings, currency, audit log.
-mod audit_log;
-// Branch scope, bounded windows, CSV exports, session roles (issue 15).
-mod branch_controls;
-mod currency;
-mod printing;
-mod problem_codes;
-// The role policy: one table, the README matrix rendered from it.
-mod role_policy;
-mod settings;
-// Front desk (issue 6 items 6-9).
-mod approvals;
-mod marketing;
-mod prescription_controls;
-mod prescriptions;
-mod will_call;
-// Dashboard and reports (issue 7).
-mod dashboard;
-mod reports;
-// Reliability and security (issue 9).
-mod fuzz_bodies;
-mod input_controls;
-mod isolation;
-mod limits;
-mod openapi_contract;
-mod ops_actors;
 mod token_attacks;
 mod token_lifetime;
+mod transfers;
+mod users;
+mod will_call;

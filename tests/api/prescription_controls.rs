@@ -1,5 +1,4 @@
-//! Controls on what a prescription authorises and on prices (issue 15,
-//! findings 1, 2 and the price-override half of 8): a sale against a
+//! Controls on what a prescription authorises and on prices: a sale against a
 //! prescription sells only what it lists and no more than is left, the
 //! prescription records what was given out and closes itself when filled,
 //! a controlled medicine always needs a prescription, the register names

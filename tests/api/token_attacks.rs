@@ -347,8 +347,7 @@ async fn refresh(app: &TestApp, token: &str) -> (StatusCode, Value) {
 
 /// A reused refresh token means it leaked: the replay is refused and every
 /// session of the user ends (its other tills too), refresh and access
-/// tokens alike (issue 15, finding 3; this test asserted "its family only"
-/// before that rule).
+/// tokens alike.
 #[tokio::test]
 async fn a_reused_refresh_token_is_401_and_ends_every_session_of_its_user() {
     let app = TestApp::spawn().await;

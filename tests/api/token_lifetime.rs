@@ -1,4 +1,4 @@
-//! Tokens that stop at once (issue 15, findings 3 and 7): a password change
+//! Tokens that stop at once, and a login limit that cannot be raced: a password change
 //! (by a manager or by the user), a deactivation (even when reactivated),
 //! a role or branch change and a reused refresh token end every token
 //! issued before them; `POST /auth/logout` ends one session; the failed-login

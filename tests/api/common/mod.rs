@@ -471,7 +471,7 @@ pub fn assert_problem(status: StatusCode, body: &Value, expected: StatusCode) {
     );
 }
 
-// Reliability and fault tests (issue 9): more server processes on one
+// Reliability and fault tests: more server processes on one
 // database, and an app on a database of another cluster.
 
 /// Another server process on a running app's database; stopped on drop.

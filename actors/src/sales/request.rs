@@ -1,0 +1,152 @@
+//! The sale request as a till or the REST API sends it, its validation, and
+//! the checked sale a branch actor makes.
+
+use super::*;
+
+pub const PAYMENT_METHODS: [&str; 4] = ["cash", "card", "mobile_money", "credit"];
+
+pub(super) const MAX_LINES: usize = 200;
+
+/// A sale as a client sends it (REST body or push payload).
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
+pub struct SaleRequest {
+    pub items: Vec<SaleLineRequest>,
+    /// `cash`, `card`, `mobile_money` or `credit`.
+    pub payment_method: String,
+    #[schema(value_type = Option<String>)]
+    pub customer_id: Option<Uuid>,
+    /// A pending prescription of the branch. Required when a line is
+    /// prescription-only or controlled; the sale may then sell only the
+    /// medicines it lists, each up to what is left of it.
+    #[schema(value_type = Option<String>)]
+    pub prescription_id: Option<Uuid>,
+    pub coupon_code: Option<String>,
+    /// The client's id for this sale; a retry with the same id has one effect.
+    pub client_mutation_id: Option<String>,
+    /// Admins only: sell on another branch.
+    #[schema(value_type = Option<String>)]
+    pub branch_id: Option<Uuid>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
+pub struct SaleLineRequest {
+    #[schema(value_type = String)]
+    pub medicine_id: Uuid,
+    #[schema(value_type = f64, minimum = 1)]
+    pub quantity: Decimal,
+    /// Defaults to the medicine's selling price; never above `max_public_price`.
+    /// Below the selling price (a price override) only for an admin, branch
+    /// manager or pharmacist (403 otherwise), and written to the audit log.
+    #[schema(value_type = Option<f64>)]
+    pub unit_price: Option<Decimal>,
+}
+
+/// A validated sale to make.
+#[derive(Debug, Clone)]
+pub struct NewSale {
+    pub branch_id: Uuid,
+    pub user_id: Uuid,
+    /// The seller's role: a price below the selling price needs
+    /// `Action::OverridePrice`.
+    pub role: Role,
+    pub lines: Vec<Line>,
+    pub payment_method: String,
+    pub customer_id: Option<Uuid>,
+    pub prescription_id: Option<Uuid>,
+    pub coupon_code: Option<String>,
+    pub device_id: Option<Uuid>,
+    pub client_mutation_id: Option<String>,
+    /// When the sale happened, if not now (a till that sold offline; demo data).
+    pub occurred_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Line {
+    pub medicine_id: Uuid,
+    pub quantity: i32,
+    pub unit_price: Option<Decimal>,
+}
+
+impl SaleRequest {
+    /// Checks the shape of the request; stock, prices and people are checked
+    /// in the transaction.
+    pub fn validate(self, branch_id: Uuid, user_id: Uuid, role: Role) -> Result<NewSale> {
+        if self.items.is_empty() {
+            return Err(Error::validation(
+                "items",
+                "A sale needs at least one item.",
+            ));
+        }
+        if self.items.len() > MAX_LINES {
+            return Err(Error::validation(
+                "items",
+                format!("A sale may have at most {MAX_LINES} items."),
+            ));
+        }
+        let mut lines = Vec::with_capacity(self.items.len());
+        for (i, item) in self.items.into_iter().enumerate() {
+            let quantity = input::quantity(&format!("items[{i}].quantity"), item.quantity)?;
+            let unit_price = item
+                .unit_price
+                .map(|p| input::amount(&format!("items[{i}].unit_price"), p))
+                .transpose()?;
+            lines.push(Line {
+                medicine_id: item.medicine_id,
+                quantity,
+                unit_price,
+            });
+        }
+        let method = self.payment_method.trim().to_lowercase();
+        if !PAYMENT_METHODS.contains(&method.as_str()) {
+            return Err(Error::validation(
+                "payment_method",
+                "`payment_method` must be one of cash, card, mobile_money, credit.",
+            ));
+        }
+        if method == "credit" && self.customer_id.is_none() {
+            return Err(Error::validation(
+                "customer_id",
+                "A credit sale needs a `customer_id`.",
+            ));
+        }
+        let coupon_code = self
+            .coupon_code
+            .map(|c| input::text("coupon_code", &c, input::max::COUPON_CODE))
+            .transpose()?
+            .map(|c| c.to_uppercase())
+            .filter(|c| !c.is_empty());
+        let client_mutation_id = self
+            .client_mutation_id
+            .map(|c| input::text("client_mutation_id", &c, 200))
+            .transpose()?
+            .filter(|c| !c.is_empty());
+        Ok(NewSale {
+            branch_id,
+            user_id,
+            role,
+            lines,
+            payment_method: method,
+            customer_id: self.customer_id,
+            prescription_id: self.prescription_id,
+            coupon_code,
+            device_id: None,
+            client_mutation_id,
+            occurred_at: None,
+        })
+    }
+}
+
+impl NewSale {
+    /// Digest of what the client asked for, to tell a retry from a different
+    /// sale reusing a mutation id.
+    pub fn digest(&self) -> String {
+        let canonical = serde_json::json!({
+            "lines": self.lines,
+            "payment_method": self.payment_method,
+            "customer_id": self.customer_id,
+            "prescription_id": self.prescription_id,
+            "coupon_code": self.coupon_code,
+        });
+        hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
+    }
+}

@@ -1,0 +1,477 @@
+//! Writing a planned sale: stock, counter, cash session, customer, register
+//! and change log, in pipelined statements.
+
+use super::*;
+
+/// The audit-log entry of a price override.
+pub(super) fn override_stmt(s: &Sale, o: &Override) -> Stmt {
+    let before = serde_json::json!({
+        "medicine_id": o.medicine_id,
+        "unit_price": wire::two_places(o.selling_price),
+    });
+    let after = serde_json::json!({
+        "medicine_id": o.medicine_id,
+        "unit_price": wire::two_places(o.unit_price),
+        "quantity": o.quantity,
+        "branch_id": s.branch_id,
+        "invoice_number": s.invoice_number,
+    });
+    let q = Query::insert()
+        .into_table("audit_log")
+        .columns([
+            "id",
+            "actor_id",
+            "action",
+            "entity_type",
+            "entity_id",
+            "before",
+            "after",
+            "branch_id",
+        ])
+        .values_panic([
+            Uuid::now_v7().into(),
+            s.created_by.into(),
+            "price_override".into(),
+            "sale".into(),
+            s.id.to_string().into(),
+            before.into(),
+            after.into(),
+            s.branch_id.into(),
+        ])
+        .to_owned();
+    Stmt::of(&q)
+}
+
+/// Makes the sale in `tx`. The caller commits.
+pub async fn create<C: GenericClient + Sync>(tx: &C, sale: &NewSale) -> Result<Sale> {
+    let plan = prepare(tx, sale).await?;
+    write(tx, plan).await
+}
+
+/// `create` inside a transaction shared with other sales (a group commit, a
+/// pushed run). The outer error is a fault: the shared transaction must be
+/// dropped. The inner one is a refusal, and nothing of the sale was written.
+///
+/// Only a sale that may still be refused while it writes (a coupon used up
+/// meanwhile, a credit limit) gets a savepoint. The others are refused, if
+/// at all, before their first write, and skip it. A savepoint is a
+/// subtransaction, and a row that one subtransaction updated and the next
+/// locks gets a multixact, which concurrent writers then queue on.
+pub async fn create_shared(tx: &mut Transaction<'_>, sale: &NewSale) -> Result<Result<Sale>> {
+    let plan = match prepare(&*tx, sale).await {
+        Ok(plan) => plan,
+        Err(e) if e.is_refusal() => {
+            // A refusal the database raised has aborted the transaction:
+            // then the probe fails and the caller starts over.
+            let probe = sea_query::raw_query!(PostgresQueryBuilder, "SELECT 1");
+            db::run(&*tx, &Stmt::raw(probe.sql, probe.values)).await?;
+            return Ok(Err(e));
+        }
+        Err(fault) => return Err(fault),
+    };
+    if !plan.may_refuse_while_writing() {
+        // A refusal from here on (a branch closed meanwhile) is a fault.
+        return write(&*tx, plan).await.map(Ok);
+    }
+    let sp = tx.savepoint("sale").await?;
+    match write(&sp, plan).await {
+        Ok(made) => {
+            sp.commit().await?;
+            Ok(Ok(made))
+        }
+        Err(e) if e.is_refusal() => {
+            sp.rollback().await?;
+            Ok(Err(e))
+        }
+        Err(fault) => Err(fault),
+    }
+}
+
+/// Writes a prepared sale: coupon and credit first (they may still refuse),
+/// then stock, counter, session, the sale and its feed rows.
+pub(super) async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Result<Sale> {
+    let Plan {
+        sale,
+        catalogue,
+        pieces,
+        items,
+        coupon,
+        dispense,
+        overrides,
+        seller_name,
+        sale_id,
+        created_at,
+        totals,
+    } = plan;
+    if let Some(c) = &coupon {
+        coupons::redeem(tx, c).await?;
+    }
+    if let (Some(id), true) = (sale.customer_id, sale.payment_method == "credit") {
+        customers::charge(
+            tx,
+            id,
+            totals.total,
+            (sale_id, sale.branch_id),
+            sale.user_id,
+        )
+        .await?;
+    }
+
+    // Every refusal (coupon used up, credit limit) has happened by now; the
+    // batches were locked above, so taking the stock cannot fail. The rest
+    // is two pipelined round trips: first the writes whose answers the sale
+    // needs (the batches with their revs, the invoice number, the cash
+    // session, the sale's rev), in lock order, then the rows that use them.
+    let takes = per_batch(&pieces);
+    let answers = db::pipeline(
+        tx,
+        &[
+            stock::take_stmt(&takes),
+            counter_stmt(sale.branch_id),
+            session_stmt(sale, totals.total, totals.vat),
+            changes::allocate_stmt(),
+        ],
+    )
+    .await?;
+    let [taken, counter, session, rev]: [Vec<Row>; 4] = answers
+        .try_into()
+        .map_err(|_| Error::internal("the sale's pipeline answered short"))?;
+    if taken.len() != takes.len() {
+        return Err(Error::rule(
+            Code::InsufficientStock,
+            "items",
+            "Not enough stock left in the batch for this change.",
+        ));
+    }
+    let counter = match counter.first() {
+        Some(r) => Counter::from_row(r),
+        None => bump_counter(tx, sale.branch_id).await?,
+    };
+    let cash_session_id: Option<Uuid> = session.first().map(|r| r.get(0));
+    let rev: i64 = rev
+        .first()
+        .map(|r| r.get(0))
+        .ok_or_else(|| Error::internal("nextval returned no row"))?;
+    let mut made = Sale {
+        id: sale_id,
+        branch_id: sale.branch_id,
+        icv: counter.icv,
+        invoice_number: format!("{}-{:08}", counter.branch_code, counter.icv),
+        customer_id: sale.customer_id,
+        prescription_id: sale.prescription_id,
+        coupon_code: coupon.as_ref().map(|c| c.code.clone()),
+        payment_method: sale.payment_method.clone(),
+        discount: totals.discount,
+        subtotal: totals.subtotal,
+        vat: totals.vat,
+        total: totals.total,
+        cash_session_id,
+        device_id: sale.device_id,
+        client_mutation_id: sale.client_mutation_id.clone(),
+        status: "completed".to_owned(),
+        previous_invoice_hash: counter.previous_hash,
+        invoice_hash: String::new(),
+        created_by: sale.user_id,
+        created_by_name: seller_name,
+        rev,
+        created_at,
+        items,
+    };
+    made.invoice_hash = invoice_hash(&made, created_at);
+    // The register names the prescription's patient and prescriber.
+    let (patient, licence) = dispense
+        .as_ref()
+        .map(|d| (d.patient_id.as_str(), d.licence.as_str()))
+        .unwrap_or_default();
+    let movements: Vec<(Movement, Uuid, Uuid)> = pieces
+        .iter()
+        .map(|p| {
+            let m = Movement {
+                batch_id: p.batch_id,
+                delta: -p.quantity,
+                kind: Kind::Sale,
+                reference: Some(("sale", sale_id)),
+                user_id: sale.user_id,
+            };
+            (m, p.medicine_id, sale.branch_id)
+        })
+        .collect();
+    let mut feed = Vec::with_capacity(taken.len() + 1);
+    for row in &taken {
+        let batch = stock::Batch::from_row(row);
+        feed.push((batch.rev, stock::change_of(&batch, Op::Update)?));
+    }
+    feed.push((
+        rev,
+        Change {
+            entity: "sale",
+            entity_id: made.id.to_string(),
+            op: Op::Create,
+            branch_id: Some(made.branch_id),
+            payload: serde_json::to_value(&made).map_err(Error::internal)?,
+        },
+    ));
+    // The sale row goes before its items and register rows (foreign keys).
+    let mut writes = vec![stock::movements_stmt(&movements)];
+    writes.extend(store_stmts(&made, sale, coupon.as_ref()));
+    writes.extend(
+        made.items
+            .iter()
+            .filter(|i| catalogue[&i.medicine_id].is_controlled)
+            .map(|item| controlled_stmt(&made, item, patient, licence)),
+    );
+    writes.extend(overrides.iter().map(|o| override_stmt(&made, o)));
+    // The prescription's updates after the sale row (its `sale_id` names it).
+    let rx_from = writes.len();
+    if let Some(d) = &dispense {
+        writes.extend(d.stmts(&made));
+    }
+    let rx_to = writes.len();
+    writes.extend(changes::append_all_stmt(feed).map(|q| Stmt::of(&q)));
+    let answers = db::pipeline(tx, &writes).await?;
+    // The prescription was locked and checked: every update finds its row.
+    // Should one not, the CHECK on the lines has the last word, and the
+    // sale fails as a fault.
+    let rx_answers = answers.get(rx_from..rx_to).unwrap_or_default();
+    if rx_answers.iter().any(Vec::is_empty) {
+        return Err(Error::internal(
+            "a prescription line changed under the sale's lock",
+        ));
+    }
+    Ok(made)
+}
+
+pub(super) async fn user_name<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<String> {
+    let q = Query::select()
+        .column("full_name")
+        .from("users")
+        .and_where(Expr::col("id").eq(id))
+        .to_owned();
+    Ok(db::fetch_opt(c, &q)
+        .await?
+        .map(|r| r.get(0))
+        .unwrap_or_default())
+}
+
+pub(super) struct Counter {
+    pub(super) icv: i64,
+    pub(super) previous_hash: String,
+    pub(super) branch_code: String,
+}
+
+impl Counter {
+    pub(super) fn from_row(r: &Row) -> Counter {
+        Counter {
+            icv: r.get(0),
+            previous_hash: r.get(1),
+            branch_code: r.get(2),
+        }
+    }
+}
+
+/// What the sale takes from each batch: pieces of one batch summed, in the
+/// order the batches were picked.
+pub(super) fn per_batch(pieces: &[Piece]) -> Vec<(Uuid, i32)> {
+    let mut takes: Vec<(Uuid, i32)> = Vec::new();
+    for p in pieces {
+        match takes.iter_mut().find(|(b, _)| *b == p.batch_id) {
+            Some((_, qty)) => *qty += p.quantity,
+            None => takes.push((p.batch_id, p.quantity)),
+        }
+    }
+    takes
+}
+
+/// Takes the branch's next invoice number (no row when the branch has no
+/// counter yet or cannot sell). The row stays locked until the sale
+/// commits, so numbers are issued in commit order with no gap.
+pub(super) fn counter_stmt(branch_id: Uuid) -> Stmt {
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"UPDATE invoice_counters c SET last_icv = c.last_icv + 1
+           FROM branches b
+           WHERE c.branch_id = {branch_id} AND b.id = c.branch_id
+             AND b.is_active AND NOT b.is_deleted
+           RETURNING c.last_icv, c.last_hash, b.code"#
+    );
+    Stmt::raw(q.sql, q.values)
+}
+
+/// `counter_stmt` for a branch whose counter row may be missing: creates
+/// it, then takes the number.
+pub(super) async fn bump_counter<C: GenericClient + Sync>(
+    tx: &C,
+    branch_id: Uuid,
+) -> Result<Counter> {
+    for _ in 0..2 {
+        ensure_counter(tx, branch_id).await?;
+        if let Some(r) = db::run(tx, &counter_stmt(branch_id)).await?.first() {
+            return Ok(Counter::from_row(r));
+        }
+    }
+    Err(Error::validation(
+        "branch_id",
+        "This branch is not active, so it cannot sell.",
+    ))
+}
+
+/// Creates the branch's invoice counter row if it has none.
+pub async fn ensure_counter<C: GenericClient + Sync>(tx: &C, branch_id: Uuid) -> Result<()> {
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"INSERT INTO invoice_counters (branch_id, last_icv, last_hash)
+           VALUES ({branch_id}, 0, {GENESIS_HASH}) ON CONFLICT (branch_id) DO NOTHING"#
+    );
+    db::raw_all(tx, &q.sql, q.values).await?;
+    Ok(())
+}
+
+/// Adds the sale to the branch's open cash session, if one is open (one row,
+/// the session's id, or none).
+pub(super) fn session_stmt(sale: &NewSale, total: Decimal, vat: Decimal) -> Stmt {
+    let (branch_id, method) = (sale.branch_id, sale.payment_method.as_str());
+    let path = vec![method.to_owned()];
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"UPDATE cash_sessions SET
+             total_sales = total_sales + 1,
+             total_revenue = total_revenue + {total},
+             total_vat = total_vat + {vat},
+             payment_breakdown = jsonb_set(payment_breakdown, {path},
+               to_jsonb(coalesce((payment_breakdown ->> {method}::text)::numeric, 0) + {total}))
+           WHERE branch_id = {branch_id} AND status = 'open'
+           RETURNING id"#
+    );
+    Stmt::raw(q.sql, q.values)
+}
+
+/// The sale row, its items and the counter's new last hash, in that order.
+pub(super) fn store_stmts(s: &Sale, sale: &NewSale, coupon: Option<&Coupon>) -> [Stmt; 3] {
+    let gross = s.total + s.discount;
+    let insert = Query::insert()
+        .into_table("sales")
+        .columns([
+            "id",
+            "branch_id",
+            "icv",
+            "invoice_number",
+            "customer_id",
+            "prescription_id",
+            "coupon_id",
+            "coupon_code",
+            "payment_method",
+            "gross",
+            "discount",
+            "subtotal",
+            "vat",
+            "total",
+            "cash_session_id",
+            "device_id",
+            "client_mutation_id",
+            "request_digest",
+            "previous_invoice_hash",
+            "invoice_hash",
+            "created_by",
+            "rev",
+            "created_at",
+        ])
+        .values_panic([
+            s.id.into(),
+            s.branch_id.into(),
+            s.icv.into(),
+            s.invoice_number.clone().into(),
+            s.customer_id.into(),
+            s.prescription_id.into(),
+            coupon.map(|c| c.id).into(),
+            s.coupon_code.clone().into(),
+            s.payment_method.clone().into(),
+            gross.into(),
+            s.discount.into(),
+            s.subtotal.into(),
+            s.vat.into(),
+            s.total.into(),
+            s.cash_session_id.into(),
+            s.device_id.into(),
+            s.client_mutation_id.clone().into(),
+            sale.digest().into(),
+            s.previous_invoice_hash.clone().into(),
+            s.invoice_hash.clone().into(),
+            s.created_by.into(),
+            s.rev.into(),
+            s.created_at.into(),
+        ])
+        .to_owned();
+    let mut items = Query::insert()
+        .into_table("sale_items")
+        .columns([
+            "id",
+            "sale_id",
+            "line_no",
+            "medicine_id",
+            "batch_id",
+            "quantity",
+            "unit_price",
+            "discount",
+            "line_total",
+            "vat_rate",
+            "vat_amount",
+            "cost_at_sale",
+        ])
+        .to_owned();
+    for (n, i) in s.items.iter().enumerate() {
+        items.values_panic([
+            i.id.into(),
+            s.id.into(),
+            (n as i32).into(),
+            i.medicine_id.into(),
+            i.batch_id.into(),
+            i.quantity.into(),
+            i.unit_price.into(),
+            i.discount.into(),
+            i.line_total.into(),
+            (Decimal::from(i.vat_rate) / Decimal::ONE_HUNDRED).into(),
+            i.vat_amount.into(),
+            i.cost_at_sale.into(),
+        ]);
+    }
+    let (branch_id, hash) = (s.branch_id, s.invoice_hash.clone());
+    let last_hash = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        "UPDATE invoice_counters SET last_hash = {hash} WHERE branch_id = {branch_id}"
+    );
+    [
+        Stmt::of(&insert),
+        Stmt::of(&items),
+        Stmt::raw(last_hash.sql, last_hash.values),
+    ]
+}
+
+/// The controlled-drugs register row of a sale line.
+pub(super) fn controlled_stmt(s: &Sale, item: &SaleItem, patient: &str, licence: &str) -> Stmt {
+    let q = Query::insert()
+        .into_table("controlled_dispenses")
+        .columns([
+            "id",
+            "sale_id",
+            "branch_id",
+            "medicine_id",
+            "quantity",
+            "patient_national_id",
+            "doctor_license",
+            "dispensed_by",
+            "dispensed_at",
+        ])
+        .values_panic([
+            Uuid::now_v7().into(),
+            s.id.into(),
+            s.branch_id.into(),
+            item.medicine_id.into(),
+            item.quantity.into(),
+            patient.into(),
+            licence.into(),
+            s.created_by.into(),
+            s.created_at.into(),
+        ])
+        .to_owned();
+    Stmt::of(&q)
+}

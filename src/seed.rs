@@ -1,5 +1,10 @@
 //! Bootstrap data: the first admin (`create-admin`) and the demo chain
 //! (`seed-demo`).
+//!
+//! One file over 600 lines on purpose: it is the demo chain's data, read
+//! top to bottom as one story (branches, users, catalogue, stock, a month
+//! of sales), and every write goes through the same domain functions as
+//! the API.
 
 use deadpool_postgres::{GenericClient, Pool};
 use sea_query::{Expr, ExprTrait, Query};

@@ -1,5 +1,9 @@
 //! `bench`: the service's load generator.
 //!
+//! This file is the run driver and the report (the scenarios themselves
+//! live in `scenarios.rs`); it is over 600 lines until the write-path
+//! benchmark work splits the report into its own module.
+//!
 //! ```sh
 //! cargo run --release -p bench -- all            # every scenario, with the pgbench baseline
 //! cargo run --release -p bench -- payments --secs 30 --clients 64

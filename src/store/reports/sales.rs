@@ -1,0 +1,263 @@
+//! The sales report: totals, by day, by payment method, the top sellers and
+//! the most recent sales.
+
+use super::*;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SalesTotals {
+    /// Number of sales.
+    pub count: i64,
+    /// Σ sale totals (VAT included, discounts taken off).
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub revenue: Decimal,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub vat: Decimal,
+    /// Revenue net of VAT.
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub subtotal: Decimal,
+    /// Revenue per sale; 0 without sales.
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub average: Decimal,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DayTotal {
+    #[schema(value_type = String, format = Date)]
+    pub date: NaiveDate,
+    pub count: i64,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub total: Decimal,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PaymentTotal {
+    pub payment_method: String,
+    pub count: i64,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub total: Decimal,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TopMedicine {
+    #[schema(value_type = String)]
+    pub medicine_id: Uuid,
+    pub name: String,
+    pub quantity: i64,
+    /// Σ line totals (VAT included).
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub revenue: Decimal,
+    /// Σ quantity × cost_at_sale.
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub cost: Decimal,
+    /// revenue − cost.
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub gross_profit: Decimal,
+    /// gross_profit / revenue in percent, one decimal; 0 for zero revenue.
+    #[serde(serialize_with = "decimal_num")]
+    #[schema(value_type = f64)]
+    pub margin_pct: Decimal,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RecentSale {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    pub invoice_number: String,
+    #[schema(value_type = String)]
+    pub branch_id: Uuid,
+    pub payment_method: String,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub total: Decimal,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub created_at: DateTime<Utc>,
+    /// The user who made the sale.
+    #[schema(value_type = String)]
+    pub pharmacist_id: Uuid,
+    pub pharmacist_name: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SalesReport {
+    #[schema(value_type = String, format = Date)]
+    pub from_date: NaiveDate,
+    #[schema(value_type = String, format = Date)]
+    pub to_date: NaiveDate,
+    #[schema(value_type = Option<String>)]
+    pub branch_id: Option<Uuid>,
+    pub totals: SalesTotals,
+    /// Every day of the window, oldest first (days without sales carry zeros).
+    pub by_day: Vec<DayTotal>,
+    /// Per payment method, highest total first.
+    pub by_payment: Vec<PaymentTotal>,
+    /// Top 10 medicines by revenue.
+    pub top_selling: Vec<TopMedicine>,
+    /// The 8 most recent sales of the window, newest first.
+    pub recent_sales: Vec<RecentSale>,
+}
+
+pub async fn sales<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Result<SalesReport> {
+    Ok(SalesReport {
+        from_date: s.window.from,
+        to_date: s.window.to,
+        branch_id: s.branch,
+        totals: sales_totals(c, s).await?,
+        by_day: by_day(c, s).await?,
+        by_payment: by_payment(c, s).await?,
+        top_selling: top_selling(c, s).await?,
+        recent_sales: recent_sales(c, s).await?,
+    })
+}
+
+pub(super) async fn sales_totals<C: GenericClient + Sync>(
+    c: &C,
+    s: &Scope<'_>,
+) -> Result<SalesTotals> {
+    let (start, end, branch) = (s.window.start, s.window.end, s.branch);
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT count(*)::bigint, coalesce(sum(total), 0), coalesce(sum(vat), 0),
+                  coalesce(sum(subtotal), 0), coalesce(round(sum(total) / nullif(count(*), 0), 2), 0)
+           FROM sales
+           WHERE created_at >= {start} AND created_at < {end}
+             AND ({branch}::uuid IS NULL OR branch_id = {branch})"#
+    );
+    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    let r = first(&rows)?;
+    Ok(SalesTotals {
+        count: r.get(0),
+        revenue: r.get(1),
+        vat: r.get(2),
+        subtotal: r.get(3),
+        average: r.get(4),
+    })
+}
+
+/// Every day of the window, zero-filled by `generate_series`.
+pub(super) async fn by_day<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Result<Vec<DayTotal>> {
+    let w = s.window;
+    let (from, to, start, end, tz, branch) = (w.from, w.to, w.start, w.end, w.tz.clone(), s.branch);
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT d::date, coalesce(x.n, 0)::bigint, coalesce(x.total, 0::numeric)
+           FROM generate_series({from}::date, {to}::date, interval '1 day') d
+           LEFT JOIN (SELECT (created_at AT TIME ZONE {tz})::date AS day, count(*) AS n, sum(total) AS total
+                      FROM sales
+                      WHERE created_at >= {start} AND created_at < {end}
+                        AND ({branch}::uuid IS NULL OR branch_id = {branch})
+                      GROUP BY 1) x ON x.day = d::date
+           ORDER BY 1"#
+    );
+    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    Ok(rows
+        .iter()
+        .map(|r| DayTotal {
+            date: r.get(0),
+            count: r.get(1),
+            total: r.get(2),
+        })
+        .collect())
+}
+
+pub(super) async fn by_payment<C: GenericClient + Sync>(
+    c: &C,
+    s: &Scope<'_>,
+) -> Result<Vec<PaymentTotal>> {
+    let (start, end, branch) = (s.window.start, s.window.end, s.branch);
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT payment_method, count(*)::bigint, sum(total)
+           FROM sales
+           WHERE created_at >= {start} AND created_at < {end}
+             AND ({branch}::uuid IS NULL OR branch_id = {branch})
+           GROUP BY payment_method
+           ORDER BY 3 DESC, 1"#
+    );
+    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    Ok(rows
+        .iter()
+        .map(|r| PaymentTotal {
+            payment_method: r.get(0),
+            count: r.get(1),
+            total: r.get(2),
+        })
+        .collect())
+}
+
+/// Lines (which carry their sale's time and branch) are aggregated per
+/// medicine first; only the top ten meet the catalogue.
+pub(super) async fn top_selling<C: GenericClient + Sync>(
+    c: &C,
+    s: &Scope<'_>,
+) -> Result<Vec<TopMedicine>> {
+    let (start, end, branch, limit) = (s.window.start, s.window.end, s.branch, TOP_SELLING);
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT x.medicine_id, m.name, x.quantity, x.revenue, x.cost, x.revenue - x.cost,
+                  CASE WHEN x.revenue = 0 THEN 0
+                       ELSE round(100 * (x.revenue - x.cost) / x.revenue, 1) END
+           FROM (SELECT medicine_id, sum(quantity)::bigint AS quantity,
+                        sum(line_total) AS revenue, sum(quantity * cost_at_sale) AS cost
+                 FROM sale_items
+                 WHERE sold_at >= {start} AND sold_at < {end}
+                   AND ({branch}::uuid IS NULL OR branch_id = {branch})
+                 GROUP BY medicine_id) x
+           JOIN medicines m ON m.id = x.medicine_id
+           ORDER BY x.revenue DESC, m.name, x.medicine_id
+           LIMIT {limit}"#
+    );
+    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    Ok(rows
+        .iter()
+        .map(|r| TopMedicine {
+            medicine_id: r.get(0),
+            name: r.get(1),
+            quantity: r.get(2),
+            revenue: r.get(3),
+            cost: r.get(4),
+            gross_profit: r.get(5),
+            margin_pct: r.get(6),
+        })
+        .collect())
+}
+
+pub(super) async fn recent_sales<C: GenericClient + Sync>(
+    c: &C,
+    s: &Scope<'_>,
+) -> Result<Vec<RecentSale>> {
+    let (start, end, branch, limit) = (s.window.start, s.window.end, s.branch, RECENT_SALES);
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT s.id, s.invoice_number, s.branch_id, s.payment_method, s.total, s.created_at,
+                  s.created_by, coalesce(u.full_name, '')
+           FROM sales s LEFT JOIN users u ON u.id = s.created_by
+           WHERE s.created_at >= {start} AND s.created_at < {end}
+             AND ({branch}::uuid IS NULL OR s.branch_id = {branch})
+           ORDER BY s.created_at DESC, s.id DESC
+           LIMIT {limit}"#
+    );
+    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    Ok(rows
+        .iter()
+        .map(|r| RecentSale {
+            id: r.get(0),
+            invoice_number: r.get(1),
+            branch_id: r.get(2),
+            payment_method: r.get(3),
+            total: r.get(4),
+            created_at: r.get(5),
+            pharmacist_id: r.get(6),
+            pharmacist_name: r.get(7),
+        })
+        .collect())
+}

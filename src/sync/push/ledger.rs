@@ -1,0 +1,168 @@
+//! The idempotency ledger of pushed changes: a change claims its (device,
+//! client mutation id) key, its answer is stored in the same commit, and a
+//! replay reads that answer back verbatim.
+
+use super::*;
+
+/// Longest `message` of a rejection: it may quote what the till sent.
+pub(super) const MAX_MESSAGE_CHARS: usize = 500;
+
+/// A change's answer, with what it is counted and logged as once its
+/// transaction has committed.
+pub(super) struct Answered {
+    pub(super) accepted: bool,
+    pub(super) answer: Json,
+    /// The metric label of an answer read back from `push_mutations`
+    /// (`replayed`, `idempotency_mismatch`); `None` for a first answer.
+    pub(super) replay: Option<&'static str>,
+}
+
+impl Answered {
+    pub(super) fn report(self, change: &Change) -> (bool, Json) {
+        if let Some(label) = self.replay {
+            count(&change.entity, label);
+            return (self.accepted, self.answer);
+        }
+        let outcome = if self.accepted {
+            "accepted"
+        } else {
+            self.answer["code"].as_str().unwrap_or("rejected")
+        };
+        count(&change.entity, outcome);
+        // Values the till sent are logged escaped (`?`): a newline in one
+        // cannot start a forged log line.
+        tracing::info!(
+            client_mutation_id = ?change.client_mutation_id,
+            entity = ?change.entity,
+            op = ?change.op,
+            outcome,
+            "push change"
+        );
+        (self.accepted, self.answer)
+    }
+}
+
+/// Claims the mutation id for this transaction; when it was claimed before
+/// (by an earlier commit, or earlier in this transaction, whose answer is
+/// already stored), answers what was answered then (or
+/// `idempotency_mismatch` when the payload differs). Waits for a concurrent
+/// claimant to finish.
+pub(super) async fn claim(
+    tx: &Transaction<'_>,
+    device_id: Uuid,
+    cmid: &str,
+    change: &Change,
+) -> Result<Option<Answered>> {
+    let insert = Query::insert()
+        .into_table("push_mutations")
+        .columns([
+            "device_id",
+            "client_mutation_id",
+            "request_digest",
+            "entity",
+            "op",
+        ])
+        .values_panic([
+            device_id.into(),
+            cmid.into(),
+            change.digest.clone().into(),
+            change.entity.clone().into(),
+            change.op.clone().into(),
+        ])
+        .on_conflict(
+            OnConflict::columns(["device_id", "client_mutation_id"])
+                .do_nothing()
+                .to_owned(),
+        )
+        .returning_col("device_id")
+        .to_owned();
+    if db::fetch_opt(tx, &insert).await?.is_some() {
+        return Ok(None);
+    }
+    let q = Query::select()
+        .columns(["request_digest", "outcome", "answer"])
+        .from("push_mutations")
+        .and_where(Expr::col("device_id").eq(device_id))
+        .and_where(Expr::col("client_mutation_id").eq(cmid))
+        .to_owned();
+    let row = db::fetch_one(tx, &q).await?;
+    let digest: String = row.get("request_digest");
+    if digest != change.digest {
+        return Ok(Some(Answered {
+            accepted: false,
+            answer: rejected(
+                cmid,
+                Code::IdempotencyMismatch.as_str(),
+                "This client_mutation_id was already used for a different change.",
+            ),
+            replay: Some("idempotency_mismatch"),
+        }));
+    }
+    let (Some(outcome), Some(answer)) = (
+        row.get::<_, Option<String>>("outcome"),
+        row.get::<_, Option<String>>("answer"),
+    ) else {
+        return Err(Error::busy("This change is being applied; please retry."));
+    };
+    let answer: Json = serde_json::from_str(&answer).map_err(Error::internal)?;
+    Ok(Some(Answered {
+        accepted: outcome == "accepted",
+        answer,
+        replay: Some("replayed"),
+    }))
+}
+
+pub(super) async fn store_answer(
+    tx: &Transaction<'_>,
+    device_id: Uuid,
+    cmid: &str,
+    accepted: bool,
+    answer: &Json,
+    entity_id: Option<String>,
+) -> Result<()> {
+    let outcome = if accepted { "accepted" } else { "rejected" };
+    let q = Query::update()
+        .table("push_mutations")
+        .values([
+            ("outcome", outcome.into()),
+            ("answer", answer.to_string().into()),
+            ("entity_id", entity_id.into()),
+        ])
+        .and_where(Expr::col("device_id").eq(device_id))
+        .and_where(Expr::col("client_mutation_id").eq(cmid))
+        .to_owned();
+    db::execute(tx, &q).await?;
+    Ok(())
+}
+
+/// Client mistakes become rejections; anything else stops the batch.
+pub(super) fn rejects(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Validation { .. }
+            | Error::NotFound(_)
+            | Error::Forbidden(_)
+            | Error::Conflict(_)
+            | Error::PayloadTooLarge(_)
+    )
+}
+
+pub(super) fn rejected(cmid: &str, code: &str, message: &str) -> Json {
+    let message = match message.char_indices().nth(MAX_MESSAGE_CHARS) {
+        Some((cut, _)) => format!("{}…", &message[..cut]),
+        None => message.to_owned(),
+    };
+    json!({"client_mutation_id": cmid, "code": code, "message": message})
+}
+
+/// A refused change answers with the code the same refusal has over REST.
+pub(super) fn rejection(cmid: &str, e: &Error) -> Json {
+    let mut answer = rejected(cmid, e.code().as_str(), &e.to_string());
+    if let Error::Validation {
+        field: Some(field), ..
+    } = e
+    {
+        answer["field"] = json!(field);
+    }
+    answer
+}

@@ -1,0 +1,140 @@
+//! Reading a pushed change: its shape, its digest, and the fields its payload
+//! must carry.
+
+use super::*;
+
+/// Longest `entity` or `op` a change may name (the longest real one is 8).
+pub(super) const MAX_NAME_CHARS: usize = 50;
+
+/// How far in the past an offline sale may be dated.
+pub(super) const MAX_SALE_AGE_DAYS: i64 = 90;
+
+/// One change as the till sent it, with the digest that tells a retry from
+/// a different change reusing its mutation id.
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub client_mutation_id: String,
+    pub entity: String,
+    pub op: String,
+    pub payload: Json,
+    pub(super) digest: String,
+}
+
+impl Change {
+    /// The shape of `changes[index]`: an object with a `client_mutation_id`
+    /// of 1 to 200 characters, string `entity` and `op`, and an object
+    /// `payload`; else 400 naming the field. (Unknown entities and ops are
+    /// not shape errors: they are answered per change as `unsupported`.)
+    pub fn parse(raw: &Json, index: usize) -> Result<Change> {
+        let field = |k: &str| format!("changes[{index}].{k}");
+        let text = |k: &str| {
+            raw.get(k).and_then(Json::as_str).ok_or_else(|| {
+                Error::validation(field(k), format!("`{}` must be a string.", field(k)))
+            })
+        };
+        let cmid = text("client_mutation_id")?;
+        if cmid.trim().is_empty() || cmid.chars().count() > 200 {
+            return Err(Error::validation(
+                field("client_mutation_id"),
+                "Each change needs a `client_mutation_id` of 1 to 200 characters.",
+            ));
+        }
+        let (entity, op) = (text("entity")?, text("op")?);
+        for (k, v) in [("entity", entity), ("op", op)] {
+            if v.chars().count() > MAX_NAME_CHARS {
+                return Err(Error::validation(
+                    field(k),
+                    format!(
+                        "`{}` must be at most {MAX_NAME_CHARS} characters.",
+                        field(k)
+                    ),
+                ));
+            }
+        }
+        let payload = raw
+            .get("payload")
+            .filter(|p| p.is_object())
+            .cloned()
+            .ok_or_else(|| {
+                Error::validation(
+                    field("payload"),
+                    format!("`{}` must be an object.", field("payload")),
+                )
+            })?;
+        let canonical = json!({"entity": entity, "op": op, "payload": payload});
+        Ok(Change {
+            client_mutation_id: cmid.to_owned(),
+            entity: entity.to_owned(),
+            op: op.to_owned(),
+            payload,
+            digest: hex::encode(Sha256::digest(canonical.to_string().as_bytes())),
+        })
+    }
+}
+
+pub(super) fn is_sale(change: &Change) -> bool {
+    change.entity == "sale" && change.op == "create"
+}
+
+/// The `POST /sales` body of a pushed sale, checked, for the device's branch.
+pub(super) fn new_sale(pusher: &Pusher, cmid: &str, payload: &Json) -> Result<NewSale> {
+    let request: SaleRequest = serde_json::from_value(payload.clone())
+        .map_err(|e| Error::bad_request(format!("The sale does not fit: {e}.")))?;
+    if request.branch_id.is_some_and(|b| b != pusher.branch_id) {
+        return Err(Error::forbidden("A device sells only on its own branch."));
+    }
+    let mut new_sale = request.validate(pusher.branch_id, pusher.user_id, pusher.role)?;
+    new_sale.device_id = Some(pusher.device_id);
+    new_sale.client_mutation_id = Some(cmid.to_owned());
+    new_sale.occurred_at = occurred_at(payload)?;
+    Ok(new_sale)
+}
+
+pub(super) fn occurred_at(payload: &Json) -> Result<Option<DateTime<Utc>>> {
+    let Some(raw) = payload.get("occurred_at").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let at = raw
+        .as_str()
+        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.with_timezone(&Utc))
+        .ok_or_else(|| {
+            Error::validation(
+                "occurred_at",
+                "`occurred_at` must be an RFC 3339 timestamp.",
+            )
+        })?;
+    let now = Utc::now();
+    if at > now + Duration::minutes(5) || at < now - Duration::days(MAX_SALE_AGE_DAYS) {
+        return Err(Error::validation(
+            "occurred_at",
+            format!("`occurred_at` must be within the last {MAX_SALE_AGE_DAYS} days."),
+        ));
+    }
+    Ok(Some(at))
+}
+
+pub(super) fn required_id(payload: &Json) -> Result<Uuid> {
+    optional_id(payload)?
+        .ok_or_else(|| Error::validation("id", "The payload needs the record's `id`."))
+}
+
+pub(super) fn optional_id(payload: &Json) -> Result<Option<Uuid>> {
+    match payload.get("id") {
+        None | Some(Json::Null) => Ok(None),
+        Some(v) => v
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .map(Some)
+            .ok_or_else(|| Error::validation("id", "`id` must be a UUID string.")),
+    }
+}
+
+pub(super) fn base_rev(payload: &Json) -> Result<Option<i64>> {
+    match payload.get("base_rev") {
+        None | Some(Json::Null) => Ok(None),
+        Some(v) => v.as_i64().filter(|r| *r >= 0).map(Some).ok_or_else(|| {
+            Error::validation("base_rev", "`base_rev` must be a non-negative integer.")
+        }),
+    }
+}

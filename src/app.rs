@@ -13,9 +13,9 @@ use crate::config::Config;
 use crate::http;
 use crate::state::AppState;
 use crate::telemetry;
-use actors::db::Pool;
-use actors::sale_desk::SaleDesk;
-use actors::Registry;
+use domain::db::Pool;
+use domain::sales::desk::SaleDesk;
+use domain::Registry;
 
 /// A started server and the actor registry it feeds.
 pub struct Running {

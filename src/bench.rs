@@ -14,8 +14,9 @@ use crate::app;
 use crate::auth::tokens::TokenKeys;
 use crate::config::Config;
 use crate::seed::demo_email;
-use crate::store::{auth_sessions, users};
-use actors::{db, Error, Result, Role};
+use domain::users;
+use domain::users::sessions;
+use domain::{db, Error, Result, Role};
 
 /// One timed route.
 #[derive(Debug)]
@@ -51,7 +52,7 @@ pub async fn bench_reports(
         let c = users::credentials(&client, &email).await?.ok_or_else(|| {
             Error::bad_request("No GEN01 branch: run `pharmacy seed-large` first.")
         })?;
-        let session = auth_sessions::open(&client, c.user.id, c.token_version).await?;
+        let session = sessions::open(&client, c.user.id, c.token_version).await?;
         let t = tokens.issue_access(
             c.user.id,
             Role::BranchManager,
@@ -221,7 +222,7 @@ async fn token(
         .ok_or_else(|| Error::bad_request("No demo chain: run `pharmacy seed-large` first."))?;
     // A session of its own, as a login would open, so the token passes the
     // caller extractor's session and version check.
-    let session = auth_sessions::open(client, c.user.id, c.token_version).await?;
+    let session = sessions::open(client, c.user.id, c.token_version).await?;
     tokens.issue_access(
         c.user.id,
         role,

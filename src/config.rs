@@ -210,12 +210,12 @@ impl Config {
     }
 
     /// The static branch overrides, keyed by upper-case branch code.
-    pub fn branch_overrides(&self) -> BTreeMap<String, actors::BranchOverride> {
+    pub fn branch_overrides(&self) -> BTreeMap<String, domain::BranchOverride> {
         self.actors
             .branches
             .iter()
             .map(|(code, b)| {
-                let o = actors::BranchOverride {
+                let o = domain::BranchOverride {
                     mailbox: b.mailbox,
                     sale_batch_max: b.sale_batch_max,
                 };
@@ -224,8 +224,8 @@ impl Config {
             .collect()
     }
 
-    pub fn runtime(&self) -> actors::RuntimeConfig {
-        actors::RuntimeConfig {
+    pub fn runtime(&self) -> domain::RuntimeConfig {
+        domain::RuntimeConfig {
             branch_mailbox: self.actors.branch_mailbox,
             device_mailbox: self.actors.device_mailbox,
             arbiters: self.actors.arbiters,

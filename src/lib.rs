@@ -11,7 +11,5 @@ pub mod http;
 pub mod seed;
 pub mod seed_large;
 pub mod state;
-pub mod store;
-pub mod sync;
 pub mod telemetry;
 pub mod tuning;

@@ -11,9 +11,9 @@ use sea_query::{Expr, ExprTrait, Query};
 use uuid::Uuid;
 
 use crate::auth::passwords;
-use crate::store::branches::{self, BranchFields};
-use crate::store::users::{self, NewUser};
-use actors::{db, Result, Role};
+use domain::branches::{self, BranchFields};
+use domain::users::{self, NewUser};
+use domain::{db, Result, Role};
 
 /// Password of every demo user (documented in the README).
 pub const DEMO_PASSWORD: &str = "Demo-Pass-2026";
@@ -467,22 +467,22 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
     tx: &C,
     branches: &[(Uuid, Uuid)],
 ) -> Result<()> {
-    use crate::store::medicines::{self, Fields};
-    use actors::sales::{self, Line, NewSale};
-    use actors::stock::{self, Kind, NewBatch};
     use chrono::{Duration, Utc};
+    use domain::medicines::{self, Fields};
+    use domain::sales::{self, Line, NewSale};
+    use domain::stock::{self, Kind, NewBatch};
     use rand::{Rng, SeedableRng};
     use rust_decimal::Decimal;
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(2026);
     let mut suppliers = Vec::new();
     for (name, tin, lead) in DEMO_SUPPLIERS {
-        let fields: crate::store::suppliers::Fields = vec![
+        let fields: domain::suppliers::Fields = vec![
             ("name", name.into()),
             ("tax_number", tin.into()),
             ("lead_time_days", lead.into()),
         ];
-        suppliers.push(crate::store::suppliers::insert(tx, fields).await?.id);
+        suppliers.push(domain::suppliers::insert(tx, fields).await?.id);
     }
     let mut customers = Vec::new();
     for (i, (name, phone, limit)) in [
@@ -493,14 +493,14 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
     .into_iter()
     .enumerate()
     {
-        let fields: crate::store::customers::Fields = vec![
+        let fields: domain::customers::Fields = vec![
             ("name", name.into()),
             ("phone", phone.into()),
             ("national_id", format!("CM{:09}", 100 + i).into()),
             ("is_credit_allowed", true.into()),
             ("credit_limit", Decimal::from(limit).into()),
         ];
-        customers.push(crate::store::customers::insert(tx, fields).await?.id);
+        customers.push(domain::customers::insert(tx, fields).await?.id);
     }
     let today = Utc::now().date_naive();
     let mut catalogue = Vec::new();
@@ -598,7 +598,7 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
                 };
                 // A line that runs out of sellable stock just skips the sale.
                 match sales::create(tx, &sale).await {
-                    Ok(_) | Err(actors::Error::Validation { .. }) => {}
+                    Ok(_) | Err(domain::Error::Validation { .. }) => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -607,13 +607,13 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
     // Each credit customer has paid part of what they owe.
     let (branch, user) = branches[0];
     for customer_id in customers {
-        let owed = actors::customers::get(tx, customer_id)
+        let owed = domain::customers::get(tx, customer_id)
             .await?
             .map(|c| c.current_balance)
             .unwrap_or_default();
         let amount = (owed / Decimal::from(3)).round_dp(0);
         if amount > Decimal::ZERO {
-            let payment = actors::customers::RecordPayment {
+            let payment = domain::customers::RecordPayment {
                 customer_id,
                 branch_id: branch,
                 amount,
@@ -621,7 +621,7 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
                 user_id: user,
                 client_mutation_id: None,
             };
-            actors::customers::pay(tx, payment).await?;
+            domain::customers::pay(tx, payment).await?;
         }
     }
     Ok(())
@@ -630,8 +630,8 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
 /// Supplier invoices at the first branch in every status: unpaid, partly
 /// paid and paid, paid through the same command as the API.
 async fn seed_supplier_invoices(pool: &Pool, (branch_id, user_id): (Uuid, Uuid)) -> Result<()> {
-    use actors::supplier_invoices::{self, NewInvoice, PaySupplierInvoice};
-    use actors::Command;
+    use domain::suppliers::invoices::{self, NewInvoice, PaySupplierInvoice};
+    use domain::Command;
     use rust_decimal::Decimal;
 
     let client = pool.get().await?;
@@ -648,7 +648,7 @@ async fn seed_supplier_invoices(pool: &Pool, (branch_id, user_id): (Uuid, Uuid))
     for (n, supplier_id) in suppliers.into_iter().enumerate() {
         for (k, paid_share) in [0, 40, 100].into_iter().enumerate() {
             let total = Decimal::from(500_000 + 250_000 * (n as i64 + k as i64));
-            let invoice = supplier_invoices::insert(
+            let invoice = invoices::insert(
                 &client,
                 NewInvoice {
                     supplier_id,

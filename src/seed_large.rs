@@ -14,7 +14,7 @@
 //! * icv is gapless per branch in time order, the counter row holds the last
 //!   icv and the last invoice hash;
 //! * the invoice hash chain is computed with the service's own
-//!   `actors::sales::invoice_hash`, so `GET /sales/verify-chain` passes;
+//!   `domain::sales::invoice_hash`, so `GET /sales/verify-chain` passes;
 //! * credit sales write `SALE` ledger rows and customers' balances are the
 //!   ledger sums.
 //!
@@ -31,10 +31,10 @@ use uuid::Uuid;
 
 use crate::auth::passwords;
 use crate::seed::{self, demo_email, DEMO_PASSWORD};
-use crate::store::branches::{self, BranchFields};
-use crate::store::users::{self, NewUser};
-use actors::sales::{invoice_hash, Sale, SaleItem};
-use actors::{db, Result, Role};
+use domain::branches::{self, BranchFields};
+use domain::sales::{invoice_hash, Sale, SaleItem};
+use domain::users::{self, NewUser};
+use domain::{db, Result, Role};
 
 /// How big a data set to build.
 #[derive(Debug, Clone)]
@@ -64,7 +64,7 @@ pub struct LargeOutcome {
     pub batches: i64,
     pub movements: i64,
     pub seconds: f64,
-    /// What `actors::stock::invariant_violations` reports afterwards (nothing).
+    /// What `domain::stock::invariant_violations` reports afterwards (nothing).
     pub violations: Vec<String>,
 }
 
@@ -112,7 +112,7 @@ pub async fn seed_large(pool: &Pool, spec: &LargeSpec) -> Result<Option<LargeOut
         )
         .await?;
     client.batch_execute("RESET statement_timeout").await?;
-    let violations = actors::stock::invariant_violations(&client).await?;
+    let violations = domain::stock::invariant_violations(&client).await?;
     Ok(Some(LargeOutcome {
         seconds: started.elapsed().as_secs_f64(),
         violations,
@@ -366,7 +366,7 @@ async fn hash_chains<C: GenericClient + Sync>(tx: &C) -> Result<()> {
     for b in db::raw_all(tx, &q.sql, q.values).await? {
         let (bn, branch_id, code): (i32, Uuid, String) = (b.get(0), b.get(1), b.get(2));
         let mut sales = branch_sales(tx, bn, branch_id, &code).await?;
-        let mut previous = actors::sales::GENESIS_HASH.to_owned();
+        let mut previous = domain::sales::GENESIS_HASH.to_owned();
         let (mut ids, mut prevs, mut hashes) = (Vec::new(), Vec::new(), Vec::new());
         for s in &mut sales {
             s.previous_invoice_hash = previous;
@@ -542,7 +542,7 @@ async fn count<C: GenericClient + Sync>(tx: &C) -> Result<LargeOutcome> {
     let rows = db::raw_all(tx, &q.sql, q.values).await?;
     let r = rows
         .first()
-        .ok_or_else(|| actors::Error::internal("count returned no row"))?;
+        .ok_or_else(|| domain::Error::internal("count returned no row"))?;
     Ok(LargeOutcome {
         sales: r.get(0),
         sale_lines: r.get(1),

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use actors::db::Pool;
-use actors::sale_desk::SaleDesk;
-use actors::Registry;
+use domain::db::Pool;
+use domain::sales::desk::SaleDesk;
+use domain::Registry;
 
 use crate::auth::tokens::TokenKeys;
 use crate::config::Config;

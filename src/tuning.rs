@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use actors::db::Pool;
-use actors::{BranchOverride, Registry, Result};
+use domain::db::Pool;
+use domain::{BranchOverride, Registry, Result};
 
 use crate::config::Config;
-use crate::store::actor_overrides;
+use domain::actor_overrides;
 
 /// Loads the overrides once and applies them.
 pub async fn reload(

@@ -151,11 +151,11 @@ impl Shop {
         c["current_balance"].as_str().unwrap().to_owned()
     }
 
-    /// Every invariant of `actors::stock::invariant_violations`, plus: every
+    /// Every invariant of `domain::stock::invariant_violations`, plus: every
     /// accepted pushed create has exactly one change-log row.
     async fn violations(&self) -> Vec<String> {
         let client = self.app.pool.get().await.unwrap();
-        let mut v = actors::stock::invariant_violations(&client).await.unwrap();
+        let mut v = domain::stock::invariant_violations(&client).await.unwrap();
         let rows = client
             .query(
                 "SELECT p.client_mutation_id || ' has ' || count(c.rev) || ' change-log rows'

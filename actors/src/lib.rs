@@ -1,32 +1,11 @@
-//! The write side of the pharmacy service: the actor runtime that serialises
-//! per-branch and per-device mutations, and the transactions those actors run.
-//! Every invariant these transactions keep is also enforced by the database
-//! (constraints, conditional updates, row locks), so two server processes on
-//! one database stay correct.
+//! The actor runtime: a serialising actor per key (a branch or a device),
+//! a registry that starts them on first use, bounded mailboxes whose
+//! capacity operators tune per branch, and their metrics. It knows nothing
+//! of pharmacies: the domain crate defines the commands and runs them here.
 
-pub mod changes;
-pub mod coupons;
-pub mod customers;
-pub mod db;
-pub mod error;
-pub mod input;
 pub mod mailbox;
 pub mod metrics;
-pub mod paging;
-pub mod purchases;
-pub mod role;
 pub mod runtime;
-pub mod sale_desk;
-pub mod sales;
-pub mod sessions;
-pub mod stock;
-pub mod stockcount;
-pub mod supplier_invoices;
-pub mod transfers;
-pub mod window;
-pub mod wire;
 
-pub use error::{Error, Result};
-pub use role::{Action, Role};
-pub use runtime::{ActorStats, BranchOverride, Kind};
+pub use runtime::{ActorStats, BranchOverride, Kind, Refused};
 pub use runtime::{Command, Registry, RuntimeConfig};

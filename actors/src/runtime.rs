@@ -28,21 +28,23 @@ use futures_util::FutureExt;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use crate::db::Pool;
-use crate::error::{Error, Result};
+use deadpool_postgres::Pool;
+
 use crate::mailbox::{Mailbox, Permit};
 use crate::metrics;
 
 /// A unit of serialised work: one transaction run by an actor.
 pub trait Command: Send + 'static {
     type Output: Send + 'static;
+    /// The command's error; the runtime's own refusals convert into it.
+    type Error: From<Refused> + Send + 'static;
     /// Label for metrics and logs.
     const NAME: &'static str;
     /// Whether the time this message waited in the mailbox is recorded as
     /// the actor's wait. A command that stands for requests which waited
     /// elsewhere (a group commit for queued sales) records theirs instead.
     const RECORDS_WAIT: bool = true;
-    fn run(self, pool: Pool) -> impl Future<Output = Result<Self::Output>> + Send;
+    fn run(self, pool: Pool) -> impl Future<Output = Result<Self::Output, Self::Error>> + Send;
 }
 
 /// What kind of actor a key selects; the default capacity is per kind.
@@ -61,8 +63,30 @@ impl Kind {
     }
 }
 
-const MAILBOX_FULL: &str =
-    "This branch or device is handling too many requests; please retry shortly.";
+/// Why the runtime answered a command without its own outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// The actor's mailbox is full: the client should retry shortly.
+    MailboxFull,
+    /// The command panicked; the actor goes on with the next one.
+    Panicked { command: &'static str, why: String },
+    /// The actor stopped (or its mailbox closed) before answering.
+    Stopped,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::MailboxFull => f.write_str(
+                "This branch or device is handling too many requests; please retry shortly.",
+            ),
+            Refused::Panicked { command, why } => write!(f, "command {command} panicked: {why}"),
+            Refused::Stopped => f.write_str("actor stopped before answering"),
+        }
+    }
+}
+
+impl std::error::Error for Refused {}
 
 type Job = Box<dyn FnOnce(Pool) -> BoxFuture<'static, ()> + Send>;
 
@@ -197,7 +221,7 @@ impl Registry {
     }
 
     /// Runs `cmd` on the branch's actor, after every command queued before it.
-    pub async fn branch<C: Command>(&self, branch_id: Uuid, cmd: C) -> Result<C::Output> {
+    pub async fn branch<C: Command>(&self, branch_id: Uuid, cmd: C) -> Result<C::Output, C::Error> {
         self.dispatch(Kind::Branch, branch_id, cmd, Admission::Refuse)
             .await
     }
@@ -205,13 +229,17 @@ impl Registry {
     /// Like `branch`, but waits for room in a full mailbox instead of
     /// refusing: for work already admitted elsewhere (a device's push batch,
     /// whose changes must be applied in order, not dropped halfway).
-    pub async fn branch_queued<C: Command>(&self, branch_id: Uuid, cmd: C) -> Result<C::Output> {
+    pub async fn branch_queued<C: Command>(
+        &self,
+        branch_id: Uuid,
+        cmd: C,
+    ) -> Result<C::Output, C::Error> {
         self.dispatch(Kind::Branch, branch_id, cmd, Admission::Wait)
             .await
     }
 
     /// Runs `cmd` on the device's actor, after every command queued before it.
-    pub async fn device<C: Command>(&self, device_id: Uuid, cmd: C) -> Result<C::Output> {
+    pub async fn device<C: Command>(&self, device_id: Uuid, cmd: C) -> Result<C::Output, C::Error> {
         self.dispatch(Kind::Device, device_id, cmd, Admission::Refuse)
             .await
     }
@@ -404,18 +432,18 @@ impl Registry {
         key: Uuid,
         cmd: C,
         admission: Admission,
-    ) -> Result<C::Output> {
+    ) -> Result<C::Output, C::Error> {
         let handle = self.handle(kind, key);
         let permit = match admission {
             Admission::Refuse => handle.mailbox.try_admit(),
             Admission::Wait => handle.mailbox.admit().await,
         };
         let Some(permit) = permit else {
-            return Err(Error::mailbox_full(MAILBOX_FULL));
+            return Err(Refused::MailboxFull.into());
         };
         let mailbox = handle.mailbox.clone();
         mailbox.queued(1);
-        let (tx, rx) = oneshot::channel::<Result<C::Output>>();
+        let (tx, rx) = oneshot::channel::<Result<C::Output, C::Error>>();
         let enqueued = Instant::now();
         let job: Job = Box::new(move |pool: Pool| {
             Box::pin(async move {
@@ -428,7 +456,11 @@ impl Registry {
                 let outcome = outcome.unwrap_or_else(|panic| {
                     let why = panic_message(&panic);
                     tracing::error!(command = C::NAME, cause = ?why, "command panicked; actor continues");
-                    Err(Error::internal(format!("command {} panicked: {why}", C::NAME)))
+                    Err(Refused::Panicked {
+                        command: C::NAME,
+                        why,
+                    }
+                    .into())
                 });
                 metrics::HANDLE_SECONDS
                     .with_label_values(&[kind.as_str(), C::NAME])
@@ -446,13 +478,12 @@ impl Registry {
             return Err(match e {
                 SendError::Full(_) => {
                     handle.mailbox.refused();
-                    Error::mailbox_full(MAILBOX_FULL)
+                    Refused::MailboxFull.into()
                 }
-                SendError::Closed(_) => Error::internal("actor mailbox closed"),
+                SendError::Closed(_) => Refused::Stopped.into(),
             });
         }
-        rx.await
-            .unwrap_or_else(|_| Err(Error::internal("actor stopped before answering")))
+        rx.await.unwrap_or_else(|_| Err(Refused::Stopped.into()))
     }
 
     /// Waits until every actor has handled what was queued before this call

@@ -41,7 +41,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use serde::Serialize;
 
-use actors::db::Pool;
+use domain::db::Pool;
 
 use crate::api::Api;
 use crate::load::{drive, ClientOut, Summary, Window};
@@ -721,7 +721,7 @@ async fn scenario(
     let mut invariant_violations = None;
     if writes {
         let client = pool.get().await?;
-        let broken = actors::stock::invariant_violations(&client)
+        let broken = domain::stock::invariant_violations(&client)
             .await
             .map_err(|e| anyhow::anyhow!("invariant query: {e}"))?;
         drop(client);

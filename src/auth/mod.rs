@@ -11,9 +11,9 @@ use actix_web::{dev::Payload, http::header, web, FromRequest, HttpRequest};
 use uuid::Uuid;
 
 use crate::state::AppState;
-use crate::store::auth_sessions;
-use actors::role::Action;
-use actors::{Error, Result, Role};
+use domain::role::Action;
+use domain::users::sessions;
+use domain::{Error, Result, Role};
 
 /// The authenticated caller. Extracting it checks the token, that the user
 /// is still active, that the token's `token_version` is the user's current
@@ -122,7 +122,7 @@ async fn load_active(
     token_version: i64,
 ) -> Result<Caller> {
     let client = state.pool.get().await?;
-    let row = auth_sessions::token_state(&client, user_id, session_id)
+    let row = sessions::token_state(&client, user_id, session_id)
         .await?
         .filter(|r| r.active)
         .ok_or_else(|| Error::Unauthorized("This account is no longer active.".to_owned()))?;

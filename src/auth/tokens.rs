@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::config::AuthConfig;
-use actors::{Error, Result, Role};
+use domain::{Error, Result, Role};
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Claims {

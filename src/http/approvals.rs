@@ -10,10 +10,10 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
-use crate::store::approvals::{self, Approval, NewApproval};
-use crate::store::audit;
-use actors::error::Problem;
-use actors::{input, Action, Error, Result};
+use domain::approvals::{self, Approval, NewApproval};
+use domain::audit;
+use domain::error::Problem;
+use domain::{input, Action, Error, Result};
 
 use actix_web::{get, post};
 use utoipa_actix_web::service_config::ServiceConfig;

@@ -12,10 +12,10 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::{PageParams, Paged, Query};
 use crate::state::AppState;
-use crate::store::audit::{self, AuditRow};
-use actors::error::Problem;
-use actors::window::{day_of, DateWindow, Day};
-use actors::{Action, Result};
+use domain::audit::{self, AuditRow};
+use domain::error::Problem;
+use domain::window::{day_of, DateWindow, Day};
+use domain::{Action, Result};
 
 use actix_web::get;
 use utoipa_actix_web::service_config::ServiceConfig;

@@ -12,9 +12,11 @@ use uuid::Uuid;
 use crate::auth::{passwords, tokens, Caller};
 use crate::http::extract::{client_address, Json};
 use crate::state::AppState;
-use crate::store::{audit, auth_sessions, rate_limits, users};
-use actors::error::Problem;
-use actors::{db, input, Error, Result};
+use domain::error::Problem;
+use domain::users::rate_limits;
+use domain::users::sessions;
+use domain::{audit, users};
+use domain::{db, input, Error, Result};
 
 use actix_web::{get, post};
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -146,7 +148,7 @@ pub async fn login(
         .unwrap_or(creds.user);
     // The session carries the version read with the hash that was checked:
     // a change committed since then has already ended it.
-    let session = auth_sessions::open(&tx, user.id, creds.token_version).await?;
+    let session = sessions::open(&tx, user.id, creds.token_version).await?;
     let response = issue_pair(
         &tx,
         &state,
@@ -219,9 +221,9 @@ pub async fn refresh(
     // Checking and consuming the token is one statement: two concurrent
     // refreshes with the same token cannot both succeed, and a token of a
     // logged-out session or of an older token version does not pass.
-    let Some(consumed) = auth_sessions::consume(&tx, digest.clone()).await? else {
+    let Some(consumed) = sessions::consume(&tx, digest.clone()).await? else {
         tx.rollback().await?;
-        if let Some((user, session)) = auth_sessions::end_all_on_reuse(&client, digest).await? {
+        if let Some((user, session)) = sessions::end_all_on_reuse(&client, digest).await? {
             tracing::warn!(%user, %session, "refresh token reused; every token of the user ended");
         }
         return Err(unauthorized());
@@ -261,13 +263,13 @@ pub async fn logout(
 ) -> Result<HttpResponse> {
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
-    auth_sessions::revoke(&tx, caller.session_id).await?;
+    sessions::revoke(&tx, caller.session_id).await?;
     if let Some(token) = body.refresh_token.as_deref().map(str::trim) {
         let digest = tokens::refresh_digest(token);
         // Another user's token is ignored: logout reveals nothing about it.
-        if let Some(session) = auth_sessions::of_refresh_token(&tx, digest, caller.user_id).await? {
+        if let Some(session) = sessions::of_refresh_token(&tx, digest, caller.user_id).await? {
             if session != caller.session_id {
-                auth_sessions::revoke(&tx, session).await?;
+                sessions::revoke(&tx, session).await?;
             }
         }
     }
@@ -344,7 +346,7 @@ pub async fn change_password(
         },
     )
     .await?;
-    let session = auth_sessions::open(&tx, user.id, version).await?;
+    let session = sessions::open(&tx, user.id, version).await?;
     let response = issue_pair(&tx, &state, user, creds.org_id, session, version).await?;
     tx.commit().await?;
     Ok(HttpResponse::Ok().json(response))

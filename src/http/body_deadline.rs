@@ -33,7 +33,7 @@ use futures_util::{Stream, StreamExt};
 use tokio::time::{Instant, Sleep};
 
 use crate::state::AppState;
-use actors::error::{Code, Problem, PROBLEM_JSON};
+use domain::error::{Code, Problem, PROBLEM_JSON};
 
 /// The route whose bodies get `http.push_body_timeout_secs`.
 pub const PUSH_PATH: &str = "/api/v1/sync/push";

@@ -7,10 +7,10 @@ use utoipa::ToSchema;
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json};
 use crate::state::AppState;
-use crate::store::branches::{self, Branch, BranchFields};
-use actors::error::Problem;
-use actors::input::{self, max};
-use actors::{Action, Error, Result};
+use domain::branches::{self, Branch, BranchFields};
+use domain::error::Problem;
+use domain::input::{self, max};
+use domain::{Action, Error, Result};
 
 use actix_web::{delete, get, post, put};
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -184,7 +184,7 @@ async fn base_currency(client: &deadpool_postgres::Client) -> Result<String> {
         .column("base_currency")
         .from("settings")
         .to_owned();
-    Ok(actors::db::fetch_opt(client, &q)
+    Ok(domain::db::fetch_opt(client, &q)
         .await?
         .map(|r| r.get(0))
         .unwrap_or_else(|| "UGX".to_owned()))

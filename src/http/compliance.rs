@@ -16,11 +16,11 @@ use crate::auth::Caller;
 use crate::http::csv_export;
 use crate::http::extract::{PageParams, Paged, Query};
 use crate::state::AppState;
-use crate::store::books::{self, ClassifiedBookRow, FiscalPayload, PrescriptionBookRow, Scope};
-use crate::store::devices::{self, RegisterRow};
-use actors::error::Problem;
-use actors::window::{DateWindow, MAX_WINDOW_DAYS};
-use actors::{Error, Result};
+use domain::books::{self, ClassifiedBookRow, FiscalPayload, PrescriptionBookRow, Scope};
+use domain::error::Problem;
+use domain::sync::devices::{self, RegisterRow};
+use domain::window::{DateWindow, MAX_WINDOW_DAYS};
+use domain::{Error, Result};
 
 /// Default page size of every compliance book (the spec's Limits table).
 pub const BOOK_PAGE_SIZE: i64 = 50;
@@ -73,10 +73,10 @@ pub struct BookQuery {
     #[param(value_type = Option<String>, format = Uuid)]
     pub branch_id: Option<Uuid>,
     /// First day (`YYYY-MM-DD`, organisation time zone), inclusive.
-    #[param(schema_with = actors::window::day_or_blank)]
+    #[param(schema_with = domain::window::day_or_blank)]
     pub from_date: Option<String>,
     /// Last day (`YYYY-MM-DD`), inclusive.
-    #[param(schema_with = actors::window::day_or_blank)]
+    #[param(schema_with = domain::window::day_or_blank)]
     pub to_date: Option<String>,
     /// `csv` exports every row of the window as CSV (as does `Accept: text/csv`);
     /// an export's window is at most 366 days (`to_date` default today,
@@ -238,7 +238,7 @@ pub async fn fiscal_preview(
     let not_found = || Error::not_found("Sale not found");
     let id: Uuid = sale_id.parse().map_err(|_| not_found())?;
     let client = state.pool.get().await?;
-    let sale = actors::sales::get(&client, id)
+    let sale = domain::sales::get(&client, id)
         .await?
         .filter(|s| caller.can_see_branch(s.branch_id))
         .ok_or_else(not_found)?;

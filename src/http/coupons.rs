@@ -12,9 +12,9 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::{Json, PageParams, Paged, Query as QueryParams};
 use crate::state::AppState;
-use actors::coupons::{self, Coupon, NewCoupon};
-use actors::error::Problem;
-use actors::{db, input, wire, Action, Error, Result};
+use domain::coupons::{self, Coupon, NewCoupon};
+use domain::error::Problem;
+use domain::{db, input, wire, Action, Error, Result};
 
 use actix_web::{get, post};
 use utoipa_actix_web::service_config::ServiceConfig;

@@ -17,7 +17,7 @@ use std::fmt::Display;
 
 use serde::ser::{self, Impossible, Serialize, SerializeStruct, Serializer};
 
-use actors::{Error, Result};
+use domain::{Error, Result};
 
 /// The first characters that make a spreadsheet read a cell as a formula.
 pub const FORMULA_TRIGGERS: [char; 8] = ['=', '+', '-', '@', '\t', '\r', '\n', '\0'];

@@ -11,10 +11,10 @@ use utoipa::ToSchema;
 use crate::auth::Caller;
 use crate::http::extract::{Json, Query};
 use crate::state::AppState;
-use crate::store::currency::{self, Currency, NewRate, Rate};
-use crate::store::settings;
-use actors::error::Problem;
-use actors::{wire, Action, Error, Result};
+use domain::currency::{self, Currency, NewRate, Rate};
+use domain::error::Problem;
+use domain::settings;
+use domain::{wire, Action, Error, Result};
 
 use actix_web::{get, post};
 use utoipa_actix_web::service_config::ServiceConfig;

@@ -10,11 +10,11 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
-use crate::store::customers::{self, CustomerWrite};
-use actors::customers::{CustomerView, LedgerRow, PaymentReceipt, RecordPayment};
-use actors::error::Problem;
-use actors::input;
-use actors::{Action, Error, Result};
+use domain::customers::{self, CustomerWrite};
+use domain::customers::{CustomerView, LedgerRow, PaymentReceipt, RecordPayment};
+use domain::error::Problem;
+use domain::input;
+use domain::{Action, Error, Result};
 
 use actix_web::{delete, get, post, put};
 use utoipa_actix_web::service_config::ServiceConfig;

@@ -11,11 +11,11 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::Query;
 use crate::state::AppState;
-use crate::store::dashboard::{self, BranchRevenue, Summary, SPARKLINE_DAYS};
-use crate::store::reports::DEFAULT_WINDOW_DAYS;
-use actors::error::Problem;
-use actors::window::{day_of, DateWindow, Day};
-use actors::{wire, Result};
+use domain::dashboard::{self, BranchRevenue, Summary, SPARKLINE_DAYS};
+use domain::error::Problem;
+use domain::reports::DEFAULT_WINDOW_DAYS;
+use domain::window::{day_of, DateWindow, Day};
+use domain::{wire, Result};
 
 use actix_web::get;
 use utoipa_actix_web::service_config::ServiceConfig;

@@ -10,10 +10,10 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json};
 use crate::state::AppState;
-use crate::store::devices::{self, Device};
-use crate::store::{audit, branches};
-use actors::error::Problem;
-use actors::{input, Action, Error, Result};
+use domain::error::Problem;
+use domain::sync::devices::{self, Device};
+use domain::{audit, branches};
+use domain::{input, Action, Error, Result};
 
 use actix_web::post;
 use utoipa_actix_web::service_config::ServiceConfig;

@@ -10,10 +10,10 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
-use crate::store::will_call::{self, Move, NewWillCall, WillCall};
-use actors::error::Problem;
-use actors::input::{self, Flag};
-use actors::{Error, Result};
+use domain::error::Problem;
+use domain::input::{self, Flag};
+use domain::will_call::{self, Move, NewWillCall, WillCall};
+use domain::{Error, Result};
 
 use actix_web::{get, post};
 use utoipa_actix_web::service_config::ServiceConfig;

@@ -12,8 +12,8 @@ use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
 use crate::state::AppState;
-use actors::error::Code;
-use actors::{Error, Result};
+use domain::error::Code;
+use domain::{Error, Result};
 
 /// Per-route body limit override.
 #[derive(Clone, Copy)]
@@ -184,7 +184,7 @@ pub fn path_id(raw: &str, what: &str) -> Result<Uuid> {
     Uuid::parse_str(raw).map_err(|_| Error::not_found(format!("{what} not found")))
 }
 
-pub use actors::paging::{Page, PageParams, Paged, MAX_PAGE_SIZE};
+pub use domain::paging::{Page, PageParams, Paged, MAX_PAGE_SIZE};
 
 /// The client address used for rate limits: the peer, or with
 /// `trust_forwarded` (behind a trusted proxy) the forwarded address.

@@ -5,8 +5,8 @@ use prometheus::Encoder;
 
 use crate::state::AppState;
 use crate::telemetry;
-use actors::error::Problem;
-use actors::{Error, Result};
+use domain::error::Problem;
+use domain::{Error, Result};
 
 use actix_web::get;
 use utoipa_actix_web::service_config::ServiceConfig;

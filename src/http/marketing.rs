@@ -8,10 +8,10 @@ use utoipa::ToSchema;
 
 use crate::http::extract::{client_address, Json};
 use crate::state::AppState;
-use crate::store::marketing::{self, Enquiry};
-use crate::store::rate_limits;
-use actors::error::Problem;
-use actors::{input, Error, Result};
+use domain::error::Problem;
+use domain::marketing::{self, Enquiry};
+use domain::users::rate_limits;
+use domain::{input, Error, Result};
 
 use actix_web::post;
 use utoipa_actix_web::service_config::ServiceConfig;

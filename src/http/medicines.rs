@@ -8,9 +8,9 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
-use crate::store::medicines::{self, Medicine, MedicineView, MedicineWrite};
-use actors::error::Problem;
-use actors::{Action, Error, Result};
+use domain::error::Problem;
+use domain::medicines::{self, Medicine, MedicineView, MedicineWrite};
+use domain::{Action, Error, Result};
 
 use actix_web::{delete, get, post, put};
 use utoipa_actix_web::service_config::ServiceConfig;

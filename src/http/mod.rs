@@ -41,7 +41,7 @@ use actix_web::middleware::ErrorHandlerResponse;
 use actix_web::{web, HttpRequest, ResponseError};
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use actors::Error;
+use domain::Error;
 
 /// Every route the OpenAPI document lists, registered once: each handler
 /// carries its method and path (`#[get("/customers")]` under its

@@ -19,7 +19,7 @@ mod contract;
         title = "Pharmacy Operations Service API",
         description = "Multi-branch pharmacy back-office: stock, sales, customers, suppliers, sync for tills, reports and compliance. Errors are RFC 9457 problem details.",
     ),
-    components(schemas(actors::error::Problem, actors::Role)),
+    components(schemas(domain::error::Problem, domain::Role)),
     tags(
         (name = "auth", description = "Sign-in and tokens"),
         (name = "branches", description = "Branches of the chain"),
@@ -111,7 +111,7 @@ impl Modify for CommonResponses {
                 ResponseBuilder::new()
                     .description(status_description(status))
                     .content(
-                        actors::error::PROBLEM_JSON,
+                        domain::error::PROBLEM_JSON,
                         ContentBuilder::new()
                             .schema(Some(Ref::from_schema_name("Problem")))
                             .build(),
@@ -324,7 +324,7 @@ impl Modify for RequestRules {
             ),
             ("RateWrite", "rate", json!({"exclusiveMinimum": 0})),
         ];
-        // Flags (`actors::input::Flag`) take a boolean or the snapshot's 0/1.
+        // Flags (`domain::input::Flag`) take a boolean or the snapshot's 0/1.
         let flag = json!({"anyOf": [{"type": "boolean"}, {"type": "integer", "enum": [0, 1]}]});
         let flags: &[(&str, &[&str])] = &[
             ("CustomerWrite", &["is_credit_allowed"]),

@@ -17,10 +17,10 @@ use crate::auth::Caller;
 use crate::config::{MAILBOX_RANGE, SALE_BATCH_RANGE};
 use crate::http::extract::{path_id, Json};
 use crate::state::AppState;
-use crate::store::actor_overrides::{self, Stored};
-use crate::store::audit;
-use actors::error::Problem;
-use actors::{Action, BranchOverride, Error, Kind, Result};
+use domain::actor_overrides::{self, Stored};
+use domain::audit;
+use domain::error::Problem;
+use domain::{Action, BranchOverride, Error, Kind, Result};
 
 use actix_web::{delete, get, put};
 use utoipa_actix_web::service_config::ServiceConfig;

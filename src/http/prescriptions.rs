@@ -14,9 +14,9 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
-use crate::store::prescriptions::{self, Move, NewItem, NewPrescription, Prescription};
-use actors::error::Problem;
-use actors::{input, Action, Error, Result};
+use domain::error::Problem;
+use domain::prescriptions::{self, Move, NewItem, NewPrescription, Prescription};
+use domain::{input, Action, Error, Result};
 
 /// Most lines one prescription may carry.
 const MAX_ITEMS: usize = 100;

@@ -11,11 +11,11 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
-use crate::store::printing::{self, Fields, Kind, NewJob, PrintJob, Printer, ReceiptTemplate};
-use crate::store::{branches, settings};
-use actors::error::Problem;
-use actors::input::{self, Flag};
-use actors::{Action, Error, Result};
+use domain::error::Problem;
+use domain::input::{self, Flag};
+use domain::printing::{self, Fields, Kind, NewJob, PrintJob, Printer, ReceiptTemplate};
+use domain::{branches, settings};
+use domain::{Action, Error, Result};
 
 use actix_web::{delete, get, post, put};
 use utoipa_actix_web::service_config::ServiceConfig;

@@ -1,9 +1,9 @@
 //! `/problems/<code>`: the page a problem body's `type` points to, one short
-//! human page per stable code (the list is `actors::error::Code`).
+//! human page per stable code (the list is `domain::error::Code`).
 
 use actix_web::{web, HttpResponse};
-use actors::error::Code;
-use actors::{Error, Result};
+use domain::error::Code;
+use domain::{Error, Result};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/problems", web::get().to(index))

@@ -11,11 +11,11 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::Json;
 use crate::state::AppState;
-use actors::error::Problem;
-use actors::input;
-use actors::purchases::{ReceivePurchase, ReceivedBatch};
-use actors::stock::NewBatch;
-use actors::{Action, Result};
+use domain::error::Problem;
+use domain::input;
+use domain::stock::receiving::{ReceivePurchase, ReceivedBatch};
+use domain::stock::NewBatch;
+use domain::{Action, Result};
 
 use actix_web::post;
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -78,7 +78,7 @@ pub async fn create(
         .manufacturing_date
         .is_some_and(|m| m > body.expiry_date)
     {
-        return Err(actors::Error::validation(
+        return Err(domain::Error::validation(
             "manufacturing_date",
             "`manufacturing_date` must not be after `expiry_date`.",
         ));

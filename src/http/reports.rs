@@ -12,13 +12,13 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::Query;
 use crate::state::AppState;
-use crate::store::reports::{
+use domain::error::Problem;
+use domain::reports::{
     self, InventoryReport, PharmacistReport, PurchasesReport, SalesReport, Scope, VatReport,
     DEFAULT_WINDOW_DAYS,
 };
-use actors::error::Problem;
-use actors::window::{day_of, DateWindow, Day, ReportWindow};
-use actors::{Action, Result};
+use domain::window::{day_of, DateWindow, Day, ReportWindow};
+use domain::{Action, Result};
 
 use actix_web::get;
 use utoipa_actix_web::service_config::ServiceConfig;

@@ -9,10 +9,10 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
-use actors::error::Problem;
-use actors::sales::{self, ChainReport, Sale, SaleRequest};
-use actors::window::{day_of, DateWindow, Day};
-use actors::{Action, Error, Result};
+use domain::error::Problem;
+use domain::sales::{self, ChainReport, Sale, SaleRequest};
+use domain::window::{day_of, DateWindow, Day};
+use domain::{Action, Error, Result};
 
 use actix_web::{get, post};
 use utoipa_actix_web::service_config::ServiceConfig;

@@ -13,9 +13,9 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, Query};
 use crate::state::AppState;
-use actors::error::Problem;
-use actors::sessions::{self, CashSession, CloseSession, OpenSession};
-use actors::{Action, Error, Result};
+use domain::cash_sessions::{self, CashSession, CloseSession, OpenSession};
+use domain::error::Problem;
+use domain::{Action, Error, Result};
 
 use actix_web::{get, post};
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -57,10 +57,10 @@ pub async fn open(
     caller.require(Action::OpenCloseCashSession)?;
     let branch_id = caller.branch_scope(body.branch_id)?;
     let opening_float =
-        actors::input::amount("opening_float", body.opening_float.unwrap_or_default())?;
+        domain::input::amount("opening_float", body.opening_float.unwrap_or_default())?;
     if body.branch_id.is_some() {
         let client = state.pool.get().await?;
-        crate::store::branches::get(&client, branch_id)
+        domain::branches::get(&client, branch_id)
             .await?
             .ok_or_else(|| Error::validation("branch_id", "`branch_id` names no branch."))?;
     }
@@ -91,7 +91,7 @@ pub async fn current(
 ) -> Result<HttpResponse> {
     let branch_id = caller.branch_scope(q.branch_id)?;
     let client = state.pool.get().await?;
-    let session = sessions::current(&client, branch_id)
+    let session = cash_sessions::current(&client, branch_id)
         .await?
         .ok_or_else(|| Error::not_found("No cash session is open on this branch"))?;
     Ok(HttpResponse::Ok().json(session))
@@ -123,10 +123,10 @@ pub async fn close(
 ) -> Result<HttpResponse> {
     caller.require(Action::OpenCloseCashSession)?;
     let id = path_id(&id, "Cash session")?;
-    let counted_cash = actors::input::amount("counted_cash", body.counted_cash)?;
+    let counted_cash = domain::input::amount("counted_cash", body.counted_cash)?;
     let session = {
         let client = state.pool.get().await?;
-        sessions::get(&client, id)
+        cash_sessions::get(&client, id)
             .await?
             .filter(|s| caller.can_see_branch(s.branch_id))
             .ok_or_else(|| Error::not_found("Cash session not found"))?

@@ -10,11 +10,11 @@ use utoipa::ToSchema;
 use crate::auth::Caller;
 use crate::http::extract::Json;
 use crate::state::AppState;
-use crate::store::settings::{self, Fields, Settings};
-use crate::store::{audit, branches};
-use actors::error::Problem;
-use actors::input::{self, max, Flag};
-use actors::{Action, Error, Result};
+use domain::error::Problem;
+use domain::input::{self, max, Flag};
+use domain::settings::{self, Fields, Settings};
+use domain::{audit, branches};
+use domain::{Action, Error, Result};
 
 use actix_web::{get, put};
 use utoipa_actix_web::service_config::ServiceConfig;

@@ -12,9 +12,9 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::Json;
 use crate::state::AppState;
-use actors::error::Problem;
-use actors::stockcount::{CountLine, CountResult, SubmitCount};
-use actors::{input, Action, Error, Result};
+use domain::error::Problem;
+use domain::stock::count::{CountLine, CountResult, SubmitCount};
+use domain::{input, Action, Error, Result};
 
 use actix_web::post;
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -106,7 +106,7 @@ pub async fn submit(
     let lines = lines(body.items)?;
     if body.branch_id.is_some() {
         let client = state.pool.get().await?;
-        crate::store::branches::get(&client, branch_id)
+        domain::branches::get(&client, branch_id)
             .await?
             .ok_or_else(|| Error::validation("branch_id", "`branch_id` names no branch."))?;
     }

@@ -12,15 +12,15 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, Query as QueryParams};
 use crate::state::AppState;
-use crate::store::audit;
-use actors::changes::{self, Op};
-use actors::error::Problem;
-use actors::input;
-use actors::stock::{self, Batch};
-use actors::supplier_invoices::{
+use domain::audit;
+use domain::error::Problem;
+use domain::input;
+use domain::stock::{self, Batch};
+use domain::suppliers::invoices::{
     self, NewInvoice, PaySupplierInvoice, SupplierInvoice, SupplierPaymentReceipt,
 };
-use actors::{db, Action, Error, Result};
+use domain::sync::changes::{self, Op};
+use domain::{db, Action, Error, Result};
 
 use actix_web::{get, post};
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -166,7 +166,7 @@ pub async fn reorder_suggestions(
     let branch = caller.branch_filter(q.branch_id)?;
     let client = state.pool.get().await?;
     if let (Some(b), true) = (branch, q.branch_id.is_some()) {
-        crate::store::branches::get(&client, b)
+        domain::branches::get(&client, b)
             .await?
             .ok_or_else(|| Error::validation("branch_id", "`branch_id` names no branch."))?;
     }
@@ -267,7 +267,7 @@ pub async fn create_invoice(
     let notes = input::text("notes", body.notes.as_deref().unwrap_or(""), 1000)?;
     let client = state.pool.get().await?;
     if body.branch_id.is_some() {
-        crate::store::branches::get(&client, branch_id)
+        domain::branches::get(&client, branch_id)
             .await?
             .ok_or_else(|| Error::validation("branch_id", "`branch_id` names no branch."))?;
     }
@@ -280,7 +280,7 @@ pub async fn create_invoice(
         notes,
         created_by: caller.user_id,
     };
-    let invoice = supplier_invoices::insert(&client, new)
+    let invoice = invoices::insert(&client, new)
         .await?
         .ok_or_else(|| Error::validation("supplier_id", "`supplier_id` names no supplier."))?;
     Ok(HttpResponse::Created().json(invoice))
@@ -326,7 +326,7 @@ pub async fn list_invoices(
         None | Some("") => None,
         Some(s) => {
             let s = s.to_lowercase();
-            if !supplier_invoices::STATUSES.contains(&s.as_str()) {
+            if !invoices::STATUSES.contains(&s.as_str()) {
                 return Err(Error::validation(
                     "status",
                     "`status` must be `unpaid`, `partial` or `paid`.",
@@ -336,12 +336,12 @@ pub async fn list_invoices(
         }
     };
     let client = state.pool.get().await?;
-    let filter = supplier_invoices::ListFilter {
+    let filter = invoices::ListFilter {
         branch_id,
         supplier_id: q.supplier_id,
         status,
     };
-    let items = supplier_invoices::list(&client, filter).await?;
+    let items = invoices::list(&client, filter).await?;
     let total = items.len() as i64;
     Ok(HttpResponse::Ok().json(InvoiceList { items, total }))
 }
@@ -383,7 +383,7 @@ pub async fn pay_invoice(
         None | Some("") => "cash".to_owned(),
         Some(m) => {
             let m = m.to_lowercase();
-            if !supplier_invoices::METHODS.contains(&m.as_str()) {
+            if !invoices::METHODS.contains(&m.as_str()) {
                 return Err(Error::validation(
                     "method",
                     "`method` must be `cash`, `bank_transfer`, `mobile_money`, `cheque` or `card`.",
@@ -397,7 +397,7 @@ pub async fn pay_invoice(
     // Other branches' invoices read as missing to a non-admin.
     let invoice = {
         let client = state.pool.get().await?;
-        supplier_invoices::get(&client, invoice_id)
+        invoices::get(&client, invoice_id)
             .await?
             .filter(|i| caller.can_see_branch(i.branch_id))
             .ok_or_else(not_found)?

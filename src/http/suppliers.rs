@@ -7,9 +7,9 @@ use serde::Deserialize;
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
-use crate::store::suppliers::{self, Activity, Supplier, SupplierWrite};
-use actors::error::Problem;
-use actors::{Action, Error, Result};
+use domain::error::Problem;
+use domain::suppliers::{self, Activity, Supplier, SupplierWrite};
+use domain::{Action, Error, Result};
 
 use actix_web::{delete, get, post, put};
 use utoipa_actix_web::service_config::ServiceConfig;

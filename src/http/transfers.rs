@@ -10,10 +10,10 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, Query};
 use crate::state::AppState;
-use actors::error::Problem;
-use actors::transfers::{self, CancelTransfer, CreateTransfer, ReceiveTransfer, Transfer};
-use actors::window::DateWindow;
-use actors::{input, Action, Error, Result};
+use domain::error::Problem;
+use domain::stock::transfers::{self, CancelTransfer, CreateTransfer, ReceiveTransfer, Transfer};
+use domain::window::DateWindow;
+use domain::{input, Action, Error, Result};
 
 use actix_web::{get, post};
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -47,10 +47,10 @@ pub struct TransferQuery {
     /// Transfers from or to this branch (non-admins: their own only).
     pub branch_id: Option<Uuid>,
     /// First day, `YYYY-MM-DD` (inclusive, organisation calendar).
-    #[param(schema_with = actors::window::day_or_blank)]
+    #[param(schema_with = domain::window::day_or_blank)]
     pub from_date: Option<String>,
     /// Last day, `YYYY-MM-DD` (inclusive, organisation calendar).
-    #[param(schema_with = actors::window::day_or_blank)]
+    #[param(schema_with = domain::window::day_or_blank)]
     pub to_date: Option<String>,
 }
 

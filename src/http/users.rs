@@ -11,11 +11,11 @@ use uuid::Uuid;
 use crate::auth::{passwords, Caller};
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
-use crate::store::users::{self, User};
-use crate::store::{audit, branches};
-use actors::changes::Op;
-use actors::error::Problem;
-use actors::{input, Action, Error, Result, Role};
+use domain::error::Problem;
+use domain::sync::changes::Op;
+use domain::users::{self, User};
+use domain::{audit, branches};
+use domain::{input, Action, Error, Result, Role};
 
 use actix_web::{delete, get, post, put};
 use utoipa_actix_web::service_config::ServiceConfig;

@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use actors::db::Pool;
-use actors::{Command, Error, Registry, Result, RuntimeConfig};
+use domain::db::Pool;
+use domain::{Command, Error, Registry, Result, RuntimeConfig};
 use pharmacy::db;
 use uuid::Uuid;
 
@@ -16,6 +16,7 @@ struct Timed {
 }
 
 impl Command for Timed {
+    type Error = domain::Error;
     type Output = ();
     const NAME: &'static str = "timed";
     async fn run(self, pool: Pool) -> Result<()> {
@@ -32,6 +33,7 @@ impl Command for Timed {
 struct Panics;
 
 impl Command for Panics {
+    type Error = domain::Error;
     type Output = ();
     const NAME: &'static str = "panics";
     async fn run(self, _pool: Pool) -> Result<()> {
@@ -42,6 +44,7 @@ impl Command for Panics {
 struct Answers(i32);
 
 impl Command for Answers {
+    type Error = domain::Error;
     type Output = i32;
     const NAME: &'static str = "answers";
     async fn run(self, _pool: Pool) -> Result<i32> {

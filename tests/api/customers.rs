@@ -282,8 +282,8 @@ async fn thirty_concurrent_payments_of_ten_against_a_hundred_leave_ten_successes
     let direct = (0..10).map(|_| {
         let pool = app.pool.clone();
         async move {
-            use actors::Command;
-            let payment = actors::customers::RecordPayment {
+            use domain::Command;
+            let payment = domain::customers::RecordPayment {
                 customer_id: id,
                 branch_id: branch,
                 amount: rust_decimal::Decimal::TEN,
@@ -524,8 +524,8 @@ async fn concurrent_first_attempts_with_one_mutation_id_pay_once() {
     let attempts = (0..8).map(|_| {
         let pool = app.pool.clone();
         async move {
-            use actors::Command;
-            let payment = actors::customers::RecordPayment {
+            use domain::Command;
+            let payment = domain::customers::RecordPayment {
                 customer_id: id,
                 branch_id: branch,
                 amount: rust_decimal::Decimal::TEN,

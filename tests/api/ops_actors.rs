@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actors::db::Pool;
-use actors::{BranchOverride, Command, Error, Kind, Registry, Result, RuntimeConfig};
+use domain::db::Pool;
+use domain::{BranchOverride, Command, Error, Kind, Registry, Result, RuntimeConfig};
 use pharmacy::config::BranchActorsConfig;
 use pharmacy::db;
 use reqwest::{Method, StatusCode};
@@ -570,6 +570,7 @@ async fn static_overrides_by_branch_code_apply_and_a_stored_one_wins_field_by_fi
 struct Hold(Arc<tokio::sync::Semaphore>);
 
 impl Command for Hold {
+    type Error = domain::Error;
     type Output = ();
     const NAME: &'static str = "hold";
     async fn run(self, _pool: Pool) -> Result<()> {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use actors::error::Code;
+use domain::error::Code;
 use reqwest::StatusCode;
 use serde_json::json;
 

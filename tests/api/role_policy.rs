@@ -1,11 +1,11 @@
-//! The role policy (`actors::role::Action`) is the one list of who may do
+//! The role policy (`domain::role::Action`) is the one list of who may do
 //! what: the README's role matrix is rendered from it, no other source file
 //! lists roles, and every action's routes and rules admit exactly the roles
 //! the table names.
 
 use std::path::{Path, PathBuf};
 
-use actors::role::Action;
+use domain::role::Action;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -43,7 +43,7 @@ fn the_readme_role_matrix_is_the_policy_table() {
     assert!(
         found.as_deref() == Some(expected.as_str()),
         "The role matrix in README.md (the table under `{SECTION}`) is not the role \
-         policy of actors/src/role.rs. Replace that table with this one (printed by \
+         policy of domain/src/role.rs. Replace that table with this one (printed by \
          this test, `cargo test --test api role_policy`):\n\n{expected}"
     );
 }
@@ -63,9 +63,9 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
 #[test]
 fn no_source_file_but_the_policy_lists_roles() {
     let root = root();
-    let policy = root.join("actors/src/role.rs");
+    let policy = root.join("domain/src/role.rs");
     let mut files = Vec::new();
-    for dir in ["src", "actors/src", "bench/src"] {
+    for dir in ["src", "domain/src", "actors/src", "bench/src"] {
         sources(&root.join(dir), &mut files);
     }
     assert!(files.contains(&policy), "the policy moved: {policy:?}");
@@ -85,7 +85,7 @@ fn no_source_file_but_the_policy_lists_roles() {
     }
     assert!(
         lists.is_empty(),
-        "role lists outside actors/src/role.rs (name an `Action` there instead):\n{}",
+        "role lists outside domain/src/role.rs (name an `Action` there instead):\n{}",
         lists.join("\n")
     );
 }

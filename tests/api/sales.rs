@@ -299,13 +299,13 @@ async fn a_hundred_concurrent_sales_get_icv_one_to_a_hundred() {
     });
     let direct = (0..50).map(|_| {
         let pool = shop.app.pool.clone();
-        let request: actors::sales::SaleRequest = serde_json::from_value(one(&m, 1)).unwrap();
+        let request: domain::sales::SaleRequest = serde_json::from_value(one(&m, 1)).unwrap();
         let sale = request
-            .validate(shop.branch, user, actors::Role::Cashier)
+            .validate(shop.branch, user, domain::Role::Cashier)
             .unwrap();
         async move {
-            use actors::Command;
-            let outcome = actors::sales::CreateSale(sale).run(pool).await;
+            use domain::Command;
+            let outcome = domain::sales::CreateSale(sale).run(pool).await;
             match outcome {
                 Ok(o) => o.sale.icv,
                 Err(e) => panic!("direct sale failed: {e}"),

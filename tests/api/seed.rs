@@ -44,7 +44,7 @@ async fn the_demo_chain_has_a_catalogue_stock_and_a_month_of_sales() {
     app.assert_invariants().await;
     let (_, login) = app
         .login(
-            &pharmacy::seed::demo_email(actors::Role::Admin, "HQ"),
+            &pharmacy::seed::demo_email(domain::Role::Admin, "HQ"),
             pharmacy::seed::DEMO_PASSWORD,
         )
         .await;

@@ -5,8 +5,8 @@ use rust_decimal::Decimal;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use actors::supplier_invoices::PaySupplierInvoice;
-use actors::Command;
+use domain::suppliers::invoices::PaySupplierInvoice;
+use domain::Command;
 
 use crate::common::{assert_problem, Role, TestApp};
 

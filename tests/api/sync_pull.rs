@@ -667,7 +667,7 @@ async fn snapshot_then_changes_holds_every_customer_once_under_concurrent_writes
 async fn write_in_flight(app: &TestApp) -> (deadpool_postgres::Object, Uuid) {
     let client = app.pool.get().await.unwrap();
     client.batch_execute("BEGIN").await.unwrap();
-    let rev = actors::changes::allocate(&client).await.unwrap();
+    let rev = domain::sync::changes::allocate(&client).await.unwrap();
     let id = Uuid::now_v7();
     client
         .execute(
@@ -755,9 +755,9 @@ async fn an_abandoned_pull_never_leaves_the_rev_lock_held() {
     // client goes, so drop the futures themselves).
     let pool = &app.pool;
     let wait = Duration::from_millis(200);
-    let snap = tokio::time::timeout(wait, pharmacy::store::snapshot::read(pool, None)).await;
+    let snap = tokio::time::timeout(wait, domain::sync::snapshot::read(pool, None)).await;
     assert!(snap.is_err(), "the snapshot should still be waiting");
-    let feed = tokio::time::timeout(wait, pharmacy::store::snapshot::feed(pool, None, 0, 10)).await;
+    let feed = tokio::time::timeout(wait, domain::sync::snapshot::feed(pool, None, 0, 10)).await;
     assert!(feed.is_err(), "the feed should still be waiting");
     late.batch_execute("COMMIT").await.unwrap();
     drop(late);

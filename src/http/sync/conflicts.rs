@@ -8,9 +8,9 @@ use utoipa::ToSchema;
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
-use crate::sync::conflicts::{self, Conflict, Resolution, Strategy};
-use actors::error::Problem;
-use actors::{Action, Error, Result};
+use domain::error::Problem;
+use domain::sync::conflicts::{self, Conflict, Resolution, Strategy};
+use domain::{Action, Error, Result};
 
 use actix_web::{get, post};
 use utoipa_actix_web::service_config::ServiceConfig;

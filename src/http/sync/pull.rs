@@ -8,9 +8,9 @@ use serde::Deserialize;
 use crate::auth::Caller;
 use crate::http::extract::Query;
 use crate::state::AppState;
-use crate::store::snapshot::{self, ChangeFeed, Scope, Snapshot};
-use actors::error::Problem;
-use actors::{Error, Result};
+use domain::error::Problem;
+use domain::sync::snapshot::{self, ChangeFeed, Scope, Snapshot};
+use domain::{Error, Result};
 
 /// Changes per page unless `limit` says otherwise, and the most it may say.
 pub const DEFAULT_LIMIT: i64 = 500;

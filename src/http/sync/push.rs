@@ -8,10 +8,10 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::http::extract::{Json as Body, PushBodyLimit};
 use crate::state::AppState;
-use crate::store::devices;
-use crate::sync::push::{Change, PushBatch, Pusher, MAX_CHANGES};
-use actors::error::Problem;
-use actors::{Action, Error, Result};
+use domain::error::Problem;
+use domain::sync::devices;
+use domain::sync::push::{Change, PushBatch, Pusher, MAX_CHANGES};
+use domain::{Action, Error, Result};
 
 use actix_web::post;
 use utoipa_actix_web::service_config::ServiceConfig;

@@ -8,16 +8,16 @@ use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+use domain::{branches, users};
 use pharmacy::config::Config;
 use pharmacy::devdb::{self, ClusterSpec};
-use pharmacy::store::{branches, users};
 use pharmacy::{app, db};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio_postgres::NoTls;
 use uuid::Uuid;
 
-pub use actors::Role;
+pub use domain::Role;
 
 pub const PASSWORD: &str = "correct-horse-42";
 
@@ -430,7 +430,7 @@ impl TestApp {
     /// Panics when a stock, invoice-counter or balance invariant is broken.
     pub async fn assert_invariants(&self) {
         let client = self.pool.get().await.expect("conn");
-        let broken = actors::stock::invariant_violations(&client)
+        let broken = domain::stock::invariant_violations(&client)
             .await
             .expect("invariant query");
         assert!(broken.is_empty(), "invariants broken: {broken:#?}");

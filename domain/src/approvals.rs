@@ -1,0 +1,178 @@
+//! Manager approvals: a request waits `pending` until an admin or a branch
+//! manager (never the requester) approves or rejects it, once.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use sea_query::{Expr, ExprTrait, LockType, Order, Query, SelectStatement};
+use serde::Serialize;
+use tokio_postgres::Row;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::{db, wire, Error, Result};
+
+use crate::paging::Page;
+
+pub const STATUSES: [&str; 3] = ["pending", "approved", "rejected"];
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Approval {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    #[schema(value_type = String)]
+    pub branch_id: Uuid,
+    /// What needs approving (free text, e.g. `refund`, `price_override`).
+    pub kind: String,
+    /// The record the request is about, if any.
+    pub reference_id: Option<String>,
+    #[schema(value_type = String)]
+    pub requested_by: Uuid,
+    /// Who decided (approved or rejected); null while pending.
+    #[schema(value_type = Option<String>)]
+    pub approved_by: Option<Uuid>,
+    /// `pending`, `approved` or `rejected`.
+    pub status: String,
+    pub reason: String,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "wire::ts_opt")]
+    #[schema(value_type = Option<String>)]
+    pub decided_at: Option<DateTime<Utc>>,
+}
+
+const COLUMNS: [&str; 10] = [
+    "id",
+    "branch_id",
+    "kind",
+    "reference_id",
+    "requested_by",
+    "approved_by",
+    "status",
+    "reason",
+    "created_at",
+    "decided_at",
+];
+
+impl Approval {
+    fn from_row(r: &Row) -> Self {
+        Approval {
+            id: r.get("id"),
+            branch_id: r.get("branch_id"),
+            kind: r.get("kind"),
+            reference_id: r.get("reference_id"),
+            requested_by: r.get("requested_by"),
+            approved_by: r.get("approved_by"),
+            status: r.get("status"),
+            reason: r.get("reason"),
+            created_at: r.get("created_at"),
+            decided_at: r.get("decided_at"),
+        }
+    }
+}
+
+fn select() -> SelectStatement {
+    Query::select()
+        .columns(COLUMNS)
+        .from("approvals")
+        .to_owned()
+}
+
+/// The approval, row-locked until the transaction ends, so a decision reads
+/// the status it is about to change.
+pub async fn get_for_update<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<Approval>> {
+    let q = select()
+        .and_where(Expr::col("id").eq(id))
+        .lock(LockType::Update)
+        .to_owned();
+    Ok(db::fetch_opt(c, &q).await?.map(|r| Approval::from_row(&r)))
+}
+
+/// Newest first; `branch_id` `None` means every branch.
+pub async fn list<C: GenericClient + Sync>(
+    c: &C,
+    branch_id: Option<Uuid>,
+    status: Option<&str>,
+    page: Page,
+) -> Result<(Vec<Approval>, i64)> {
+    let mut base = Query::select().from("approvals").to_owned();
+    if let Some(b) = branch_id {
+        base.and_where(Expr::col("branch_id").eq(b));
+    }
+    if let Some(s) = status {
+        base.and_where(Expr::col("status").eq(s));
+    }
+    let total_q = base.clone().expr(Expr::col("id").count()).to_owned();
+    let total: i64 = db::fetch_one(c, &total_q).await?.get(0);
+    let q = base
+        .columns(COLUMNS)
+        .order_by("created_at", Order::Desc)
+        .order_by("id", Order::Desc)
+        .offset(page.offset())
+        .limit(page.limit())
+        .to_owned();
+    let items = db::fetch_all(c, &q)
+        .await?
+        .iter()
+        .map(Approval::from_row)
+        .collect();
+    Ok((items, total))
+}
+
+pub struct NewApproval {
+    pub branch_id: Uuid,
+    pub kind: String,
+    pub reference_id: Option<String>,
+    pub reason: String,
+    pub requested_by: Uuid,
+}
+
+pub async fn insert<C: GenericClient + Sync>(c: &C, a: NewApproval) -> Result<Approval> {
+    if crate::branches::get(c, a.branch_id).await?.is_none() {
+        return Err(Error::validation(
+            "branch_id",
+            "`branch_id` names no branch.",
+        ));
+    }
+    let q = Query::insert()
+        .into_table("approvals")
+        .columns([
+            "id",
+            "branch_id",
+            "kind",
+            "reference_id",
+            "reason",
+            "requested_by",
+        ])
+        .values_panic([
+            Uuid::now_v7().into(),
+            a.branch_id.into(),
+            a.kind.into(),
+            a.reference_id.into(),
+            a.reason.into(),
+            a.requested_by.into(),
+        ])
+        .returning(Query::returning().columns(COLUMNS))
+        .to_owned();
+    Ok(Approval::from_row(&db::fetch_one(c, &q).await?))
+}
+
+/// Decides a pending approval (`status` is `approved` or `rejected`) as one
+/// conditional update; `None` when it was no longer pending.
+pub async fn decide<C: GenericClient + Sync>(
+    c: &C,
+    id: Uuid,
+    status: &str,
+    by: Uuid,
+) -> Result<Option<Approval>> {
+    let q = Query::update()
+        .table("approvals")
+        .value("status", status)
+        .value("approved_by", by)
+        .value("decided_at", Utc::now())
+        .and_where(Expr::col("id").eq(id))
+        .and_where(Expr::col("status").eq("pending"))
+        .returning(Query::returning().columns(COLUMNS))
+        .to_owned();
+    Ok(db::fetch_opt(c, &q).await?.map(|r| Approval::from_row(&r)))
+}

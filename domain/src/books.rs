@@ -1,0 +1,410 @@
+//! The statutory books an inspector reads (prescription book, classified
+//! drugs register) and the fiscal payload of a sale.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use sea_query::{Expr, ExprTrait, JoinType, Order, Query, SelectStatement};
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::sales::Sale;
+use crate::{db, wire, Result};
+
+use crate::window::Bounds;
+
+pub const PRESCRIPTION_BOOK_NOTE: &str =
+    "Prescription records must be kept for 2 years and produced for inspection on request.";
+pub const CLASSIFIED_BOOK_NOTE: &str = "This register is the statutory record of classified drugs of classes A, B and C (group II): every dispensing of a controlled medicine, kept for inspection.";
+pub const FISCAL_NOTE: &str = "Preview only: this payload must still be submitted to the national fiscal system to obtain a fiscal document number, verification code and QR code.";
+
+/// Which rows a book shows: one branch (or all, for an admin) within a window.
+#[derive(Debug, Clone, Copy)]
+pub struct Scope {
+    pub branch_id: Option<Uuid>,
+    pub bounds: Bounds,
+}
+
+/// Page of a book; `None` reads every row (CSV export).
+pub type Paging = Option<(u64, u64)>;
+
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+pub struct PrescriptionBookRow {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    #[schema(value_type = String)]
+    pub branch_id: Uuid,
+    pub rx_number: String,
+    pub patient_name: String,
+    pub patient_id_number: String,
+    pub prescriber_name: String,
+    pub prescriber_license: String,
+    pub status: String,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub created_at: DateTime<Utc>,
+    pub created_by_name: String,
+    pub line_count: i64,
+    #[schema(value_type = Option<String>)]
+    pub sale_id: Option<Uuid>,
+    #[serde(serialize_with = "wire::ts_opt")]
+    #[schema(value_type = Option<String>)]
+    pub dispensed_at: Option<DateTime<Utc>>,
+}
+
+/// Live prescriptions, newest first, with their line counts.
+pub async fn prescription_book<C: GenericClient + Sync>(
+    c: &C,
+    scope: Scope,
+    paging: Paging,
+) -> Result<(Vec<PrescriptionBookRow>, i64)> {
+    let mut base = Query::select()
+        .from_as("prescriptions", "p")
+        .and_where(Expr::col(("p", "is_deleted")).eq(false))
+        .to_owned();
+    within(&mut base, ("p", "branch_id"), ("p", "created_at"), scope);
+    let total = count(c, &base, ("p", "id")).await?;
+    let mut q = base
+        .columns([
+            ("p", "id"),
+            ("p", "branch_id"),
+            ("p", "rx_number"),
+            ("p", "patient_name"),
+            ("p", "patient_id_number"),
+            ("p", "prescriber_name"),
+            ("p", "prescriber_license"),
+            ("p", "status"),
+            ("p", "created_at"),
+            ("p", "sale_id"),
+            ("p", "dispensed_at"),
+        ])
+        .expr_as(Expr::cust("coalesce(u.full_name, '')"), "created_by_name")
+        .expr_as(
+            Expr::cust(
+                "(SELECT count(*) FROM prescription_items i WHERE i.prescription_id = p.id)",
+            ),
+            "line_count",
+        )
+        .join_as(
+            JoinType::LeftJoin,
+            "users",
+            "u",
+            Expr::col(("u", "id")).equals(("p", "created_by")),
+        )
+        .order_by(("p", "created_at"), Order::Desc)
+        .order_by(("p", "id"), Order::Desc)
+        .to_owned();
+    page(&mut q, paging);
+    let rows = db::fetch_all(c, &q).await?;
+    let items = rows
+        .iter()
+        .map(|r| PrescriptionBookRow {
+            id: r.get("id"),
+            branch_id: r.get("branch_id"),
+            rx_number: r.get("rx_number"),
+            patient_name: r.get("patient_name"),
+            patient_id_number: r.get("patient_id_number"),
+            prescriber_name: r.get("prescriber_name"),
+            prescriber_license: r.get("prescriber_license"),
+            status: r.get("status"),
+            created_at: r.get("created_at"),
+            created_by_name: r.get("created_by_name"),
+            line_count: r.get("line_count"),
+            sale_id: r.get("sale_id"),
+            dispensed_at: r.get("dispensed_at"),
+        })
+        .collect();
+    Ok((items, total))
+}
+
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+pub struct ClassifiedBookRow {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    #[schema(value_type = String)]
+    pub branch_id: Uuid,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub dispensed_at: DateTime<Utc>,
+    #[schema(value_type = String)]
+    pub medicine_id: Uuid,
+    pub medicine_name: String,
+    pub control_schedule: String,
+    pub quantity: i32,
+    pub patient_national_id: String,
+    pub doctor_license: String,
+    pub dispensed_by_name: String,
+    #[schema(value_type = String)]
+    pub sale_id: Uuid,
+    pub invoice_number: String,
+}
+
+/// Dispensings of controlled medicines, newest first.
+pub async fn classified_book<C: GenericClient + Sync>(
+    c: &C,
+    scope: Scope,
+    paging: Paging,
+) -> Result<(Vec<ClassifiedBookRow>, i64)> {
+    let mut base = Query::select()
+        .from_as("controlled_dispenses", "d")
+        .join_as(
+            JoinType::InnerJoin,
+            "medicines",
+            "m",
+            Expr::col(("m", "id")).equals(("d", "medicine_id")),
+        )
+        .and_where(Expr::col(("m", "is_controlled")).eq(true))
+        .to_owned();
+    within(&mut base, ("d", "branch_id"), ("d", "dispensed_at"), scope);
+    let total = count(c, &base, ("d", "id")).await?;
+    let mut q = base
+        .columns([
+            ("d", "id"),
+            ("d", "branch_id"),
+            ("d", "dispensed_at"),
+            ("d", "medicine_id"),
+            ("d", "quantity"),
+            ("d", "patient_national_id"),
+            ("d", "doctor_license"),
+            ("d", "sale_id"),
+        ])
+        .expr_as(Expr::col(("m", "name")), "medicine_name")
+        .expr_as(Expr::col(("m", "control_schedule")), "control_schedule")
+        .expr_as(Expr::cust("coalesce(u.full_name, '')"), "dispensed_by_name")
+        .expr_as(Expr::col(("s", "invoice_number")), "invoice_number")
+        .join_as(
+            JoinType::LeftJoin,
+            "users",
+            "u",
+            Expr::col(("u", "id")).equals(("d", "dispensed_by")),
+        )
+        .join_as(
+            JoinType::InnerJoin,
+            "sales",
+            "s",
+            Expr::col(("s", "id")).equals(("d", "sale_id")),
+        )
+        .order_by(("d", "dispensed_at"), Order::Desc)
+        .order_by(("d", "id"), Order::Desc)
+        .to_owned();
+    page(&mut q, paging);
+    let rows = db::fetch_all(c, &q).await?;
+    let items = rows
+        .iter()
+        .map(|r| ClassifiedBookRow {
+            id: r.get("id"),
+            branch_id: r.get("branch_id"),
+            dispensed_at: r.get("dispensed_at"),
+            medicine_id: r.get("medicine_id"),
+            medicine_name: r.get("medicine_name"),
+            control_schedule: r.get("control_schedule"),
+            quantity: r.get("quantity"),
+            patient_national_id: r.get("patient_national_id"),
+            doctor_license: r.get("doctor_license"),
+            dispensed_by_name: r.get("dispensed_by_name"),
+            sale_id: r.get("sale_id"),
+            invoice_number: r.get("invoice_number"),
+        })
+        .collect();
+    Ok((items, total))
+}
+
+fn within(q: &mut SelectStatement, branch: (&str, &str), at: (&str, &str), scope: Scope) {
+    let (b, a) = (
+        (branch.0.to_owned(), branch.1.to_owned()),
+        (at.0.to_owned(), at.1.to_owned()),
+    );
+    if let Some(id) = scope.branch_id {
+        q.and_where(Expr::col(b).eq(id));
+    }
+    if let Some(start) = scope.bounds.0 {
+        q.and_where(Expr::col(a.clone()).gte(start));
+    }
+    if let Some(end) = scope.bounds.1 {
+        q.and_where(Expr::col(a).lt(end));
+    }
+}
+
+async fn count<C: GenericClient + Sync>(
+    c: &C,
+    base: &SelectStatement,
+    id: (&str, &str),
+) -> Result<i64> {
+    let q = base
+        .clone()
+        .expr(Expr::col((id.0.to_owned(), id.1.to_owned())).count())
+        .to_owned();
+    Ok(db::fetch_one(c, &q).await?.get(0))
+}
+
+fn page(q: &mut SelectStatement, paging: Paging) {
+    if let Some((offset, limit)) = paging {
+        q.offset(offset).limit(limit);
+    }
+}
+
+/// The fiscal payload of a sale, as it would be submitted.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FiscalPayload {
+    pub seller: FiscalSeller,
+    pub buyer: FiscalBuyer,
+    pub totals: FiscalTotals,
+    pub items: Vec<FiscalItem>,
+    pub fiscalization: Fiscalization,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FiscalSeller {
+    /// The organisation's TIN from the settings ("" when not given).
+    pub tin: String,
+    pub name: String,
+    #[schema(value_type = String)]
+    pub branch_id: Uuid,
+    pub branch_name: String,
+    pub vat_number: String,
+    pub invoice_number: String,
+    pub icv: i64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FiscalBuyer {
+    /// Customers carry no TIN: always "" (a walk-in or a registered customer).
+    pub tin: String,
+    pub name: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FiscalTotals {
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub subtotal: Decimal,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub vat: Decimal,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub total: Decimal,
+    pub vat_breakdown: Vec<VatBand>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VatBand {
+    /// Whole percent.
+    pub rate: i32,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub taxable_amount: Decimal,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub vat_amount: Decimal,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FiscalItem {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    #[schema(value_type = String)]
+    pub sale_id: Uuid,
+    #[schema(value_type = String)]
+    pub medicine_id: Uuid,
+    pub medicine_name: String,
+    #[schema(value_type = String)]
+    pub batch_id: Uuid,
+    pub quantity: i32,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub unit_price: Decimal,
+    /// Whole percent.
+    pub vat_rate: i32,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub vat_amount: Decimal,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub cost_at_sale: Decimal,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Fiscalization {
+    /// Always `preview`: this service does not submit to the fiscal system.
+    pub mode: String,
+    pub note: String,
+}
+
+/// Builds the payload from a sale (read-only).
+pub async fn fiscal_payload<C: GenericClient + Sync>(c: &C, sale: Sale) -> Result<FiscalPayload> {
+    let (customer_id, branch_id) = (sale.customer_id, sale.branch_id);
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT coalesce(st.tin, '') AS tin, coalesce(st.name, st.legal_name, '') AS org_name,
+                  b.name AS branch_name, b.vat_number,
+                  coalesce((SELECT name FROM customers WHERE id = {customer_id}), '') AS buyer
+           FROM branches b LEFT JOIN settings st ON st.org_id = b.org_id
+           WHERE b.id = {branch_id}"#
+    );
+    let row = db::raw_opt(c, &q.sql, q.values)
+        .await?
+        .ok_or_else(|| crate::Error::internal("sale of an unknown branch"))?;
+    let buyer: String = row.get("buyer");
+    let mut bands: BTreeMap<i32, (Decimal, Decimal)> = BTreeMap::new();
+    for item in &sale.items {
+        let band = bands.entry(item.vat_rate).or_default();
+        band.0 += item.line_total - item.vat_amount;
+        band.1 += item.vat_amount;
+    }
+    Ok(FiscalPayload {
+        seller: FiscalSeller {
+            tin: row.get("tin"),
+            name: row.get("org_name"),
+            branch_id: sale.branch_id,
+            branch_name: row.get("branch_name"),
+            vat_number: row.get("vat_number"),
+            invoice_number: sale.invoice_number.clone(),
+            icv: sale.icv,
+        },
+        buyer: FiscalBuyer {
+            tin: String::new(),
+            name: if buyer.is_empty() {
+                "Walk-in customer".to_owned()
+            } else {
+                buyer
+            },
+        },
+        totals: FiscalTotals {
+            subtotal: sale.subtotal,
+            vat: sale.vat,
+            total: sale.total,
+            vat_breakdown: bands
+                .into_iter()
+                .map(|(rate, (taxable_amount, vat_amount))| VatBand {
+                    rate,
+                    taxable_amount,
+                    vat_amount,
+                })
+                .collect(),
+        },
+        items: sale
+            .items
+            .iter()
+            .map(|i| FiscalItem {
+                id: i.id,
+                sale_id: sale.id,
+                medicine_id: i.medicine_id,
+                medicine_name: i.medicine_name.clone(),
+                batch_id: i.batch_id,
+                quantity: i.quantity,
+                unit_price: i.unit_price,
+                vat_rate: i.vat_rate,
+                vat_amount: i.vat_amount,
+                cost_at_sale: i.cost_at_sale,
+            })
+            .collect(),
+        fiscalization: Fiscalization {
+            mode: "preview".to_owned(),
+            note: FISCAL_NOTE.to_owned(),
+        },
+    })
+}

@@ -1,0 +1,228 @@
+//! Branches: the snapshot Branch shape, reads and writes.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use sea_query::{Expr, ExprTrait, Order, Query, SelectStatement};
+use serde::Serialize;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::sync::changes::{self, Change, Op};
+
+use crate::sync::synced;
+use crate::{db, wire, Result};
+
+/// The snapshot Branch shape (flags as 0/1), plus `currency_code` and `rev`.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Branch {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    pub code: String,
+    pub name: String,
+    pub city: String,
+    pub vat_number: String,
+    pub address: String,
+    pub image_url: String,
+    pub currency_code: String,
+    #[serde(serialize_with = "wire::int01")]
+    #[schema(value_type = i32, minimum = 0, maximum = 1)]
+    pub is_active: bool,
+    #[serde(serialize_with = "wire::int01")]
+    #[schema(value_type = i32, minimum = 0, maximum = 1)]
+    pub is_deleted: bool,
+    pub rev: i64,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub updated_at: DateTime<Utc>,
+}
+
+pub const COLUMNS: [&str; 13] = [
+    "id",
+    "code",
+    "name",
+    "city",
+    "vat_number",
+    "address",
+    "image_url",
+    "currency_code",
+    "is_active",
+    "is_deleted",
+    "rev",
+    "created_at",
+    "updated_at",
+];
+
+impl Branch {
+    pub fn from_row(r: &Row) -> Self {
+        Branch {
+            id: r.get("id"),
+            code: r.get("code"),
+            name: r.get("name"),
+            city: r.get("city"),
+            vat_number: r.get("vat_number"),
+            address: r.get("address"),
+            image_url: r.get("image_url"),
+            currency_code: r.get("currency_code"),
+            is_active: r.get("is_active"),
+            is_deleted: r.get("is_deleted"),
+            rev: r.get("rev"),
+            created_at: r.get("created_at"),
+            updated_at: r.get("updated_at"),
+        }
+    }
+}
+
+fn select() -> SelectStatement {
+    Query::select().columns(COLUMNS).from("branches").to_owned()
+}
+
+/// A live (not deleted) branch by id.
+pub async fn get<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<Branch>> {
+    let q = select()
+        .and_where(Expr::col("id").eq(id))
+        .and_where(Expr::col("is_deleted").eq(false))
+        .to_owned();
+    Ok(db::fetch_opt(c, &q).await?.map(|r| Branch::from_row(&r)))
+}
+
+/// Live branches, optionally only one, ordered by code.
+pub async fn list<C: GenericClient + Sync>(c: &C, only: Option<Uuid>) -> Result<Vec<Branch>> {
+    let q = select()
+        .and_where(Expr::col("is_deleted").eq(false))
+        .apply_if(only, |q, id| {
+            q.and_where(Expr::col("id").eq(id));
+        })
+        .order_by("code", Order::Asc)
+        .to_owned();
+    Ok(db::fetch_all(c, &q)
+        .await?
+        .iter()
+        .map(Branch::from_row)
+        .collect())
+}
+
+/// Fields a branch write may set.
+#[derive(Debug, Default)]
+pub struct BranchFields {
+    pub code: Option<String>,
+    pub name: Option<String>,
+    pub city: Option<String>,
+    pub vat_number: Option<String>,
+    pub address: Option<String>,
+    pub image_url: Option<String>,
+    pub currency_code: Option<String>,
+    pub is_active: Option<bool>,
+}
+
+impl BranchFields {
+    pub fn is_empty(&self) -> bool {
+        self.code.is_none()
+            && self.name.is_none()
+            && self.city.is_none()
+            && self.vat_number.is_none()
+            && self.address.is_none()
+            && self.image_url.is_none()
+            && self.currency_code.is_none()
+            && self.is_active.is_none()
+    }
+
+    fn pairs(self) -> Vec<(&'static str, sea_query::Value)> {
+        let mut v: Vec<(&'static str, sea_query::Value)> = Vec::new();
+        let strings = [
+            ("code", self.code),
+            ("name", self.name),
+            ("city", self.city),
+            ("vat_number", self.vat_number),
+            ("address", self.address),
+            ("image_url", self.image_url),
+            ("currency_code", self.currency_code),
+        ];
+        for (col, val) in strings {
+            if let Some(val) = val {
+                v.push((col, val.into()));
+            }
+        }
+        if let Some(active) = self.is_active {
+            v.push(("is_active", active.into()));
+        }
+        v
+    }
+}
+
+pub async fn insert<C: GenericClient + Sync>(
+    tx: &C,
+    org_id: Uuid,
+    f: BranchFields,
+) -> Result<Branch> {
+    let mut fields = f.pairs();
+    fields.push(("org_id", org_id.into()));
+    let (row, rev) = synced::insert(tx, "branches", &COLUMNS, fields).await?;
+    let branch = Branch::from_row(&row);
+    crate::sales::ensure_counter(tx, branch.id).await?;
+    emit(tx, rev, &branch, Op::Create).await?;
+    Ok(branch)
+}
+
+pub async fn update<C: GenericClient + Sync>(
+    tx: &C,
+    id: Uuid,
+    f: BranchFields,
+) -> Result<Option<Branch>> {
+    set(tx, id, f.pairs(), Op::Update).await
+}
+
+pub async fn soft_delete<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Option<Branch>> {
+    let pairs = vec![("is_deleted", true.into()), ("is_active", false.into())];
+    set(tx, id, pairs, Op::Delete).await
+}
+
+/// Sets columns on a live branch and records the change; `None` when there is none.
+async fn set<C: GenericClient + Sync>(
+    tx: &C,
+    id: Uuid,
+    pairs: synced::Fields,
+    op: Op,
+) -> Result<Option<Branch>> {
+    let Some((row, rev)) = synced::update(tx, "branches", &COLUMNS, id, pairs).await? else {
+        return Ok(None);
+    };
+    let branch = Branch::from_row(&row);
+    emit(tx, rev, &branch, op).await?;
+    Ok(Some(branch))
+}
+
+async fn emit<C: GenericClient + Sync>(tx: &C, rev: i64, b: &Branch, op: Op) -> Result<()> {
+    let change = Change {
+        entity: "branch",
+        entity_id: b.id.to_string(),
+        op,
+        branch_id: Some(b.id),
+        payload: serde_json::to_value(b).map_err(crate::Error::internal)?,
+    };
+    changes::append(tx, rev, change).await
+}
+
+/// Whether an active currency with this code exists.
+pub async fn currency_active<C: GenericClient + Sync>(c: &C, code: &str) -> Result<bool> {
+    let q = Query::select()
+        .expr(Expr::cust("1"))
+        .from("currencies")
+        .and_where(Expr::col("code").eq(code))
+        .and_where(Expr::col("is_active").eq(true))
+        .to_owned();
+    Ok(db::fetch_opt(c, &q).await?.is_some())
+}
+
+/// Active users still attached to the branch.
+pub async fn active_user_count<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<i64> {
+    let q = Query::select()
+        .expr(Expr::col("id").count())
+        .from("users")
+        .and_where(Expr::col("branch_id").eq(id))
+        .and_where(Expr::col("is_active").eq(true))
+        .to_owned();
+    Ok(db::fetch_one(c, &q).await?.get(0))
+}

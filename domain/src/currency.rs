@@ -1,0 +1,181 @@
+//! The ISO 4217 currency registry and the exchange rates filed against the
+//! base currency (`rate` = units of the currency per one unit of the base).
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use sea_query::{Expr, ExprTrait, Order, Query};
+use serde::Serialize;
+use tokio_postgres::Row;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::{db, wire, Result};
+
+/// A registry entry.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Currency {
+    pub code: String,
+    pub name: String,
+    pub symbol: String,
+    /// Minor-unit digits per ISO 4217 (UGX 0, USD 2, KWD 3).
+    pub exponent: i32,
+    pub is_active: bool,
+}
+
+impl Currency {
+    fn from_row(r: &Row) -> Self {
+        Currency {
+            code: r.get("code"),
+            name: r.get("name"),
+            symbol: r.get("symbol"),
+            exponent: r.get("exponent"),
+            is_active: r.get("is_active"),
+        }
+    }
+}
+
+const CURRENCY_COLUMNS: [&str; 5] = ["code", "name", "symbol", "exponent", "is_active"];
+
+/// The registry by code; `active` filters on the flag.
+pub async fn list<C: GenericClient + Sync>(c: &C, active: Option<bool>) -> Result<Vec<Currency>> {
+    let mut q = Query::select()
+        .columns(CURRENCY_COLUMNS)
+        .from("currencies")
+        .order_by("code", Order::Asc)
+        .to_owned();
+    if let Some(a) = active {
+        q.and_where(Expr::col("is_active").eq(a));
+    }
+    Ok(db::fetch_all(c, &q)
+        .await?
+        .iter()
+        .map(Currency::from_row)
+        .collect())
+}
+
+pub async fn get<C: GenericClient + Sync>(c: &C, code: &str) -> Result<Option<Currency>> {
+    let q = Query::select()
+        .columns(CURRENCY_COLUMNS)
+        .from("currencies")
+        .and_where(Expr::col("code").eq(code))
+        .to_owned();
+    Ok(db::fetch_opt(c, &q).await?.map(|r| Currency::from_row(&r)))
+}
+
+/// A filed exchange rate.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Rate {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    /// The same as `id`, under the name the branch-currency read uses.
+    #[schema(value_type = String)]
+    pub rate_id: Uuid,
+    pub currency_code: String,
+    pub base_currency_code: String,
+    /// Units of `currency_code` per one unit of `base_currency_code`.
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub rate: Decimal,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub effective_at: DateTime<Utc>,
+    #[schema(value_type = Option<String>)]
+    pub created_by: Option<Uuid>,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub created_at: DateTime<Utc>,
+}
+
+impl Rate {
+    fn from_row(r: &Row) -> Self {
+        Rate {
+            id: r.get("id"),
+            rate_id: r.get("id"),
+            currency_code: r.get("currency_code"),
+            base_currency_code: r.get("base_currency_code"),
+            rate: r.get::<_, Decimal>("rate").normalize(),
+            effective_at: r.get("effective_at"),
+            created_by: r.get("created_by"),
+            created_at: r.get("created_at"),
+        }
+    }
+}
+
+const RATE_COLUMNS: [&str; 7] = [
+    "id",
+    "currency_code",
+    "base_currency_code",
+    "rate",
+    "effective_at",
+    "created_by",
+    "created_at",
+];
+
+pub struct NewRate {
+    pub currency_code: String,
+    pub base_currency_code: String,
+    pub rate: Decimal,
+    pub effective_at: DateTime<Utc>,
+    pub created_by: Uuid,
+}
+
+/// Files a rate; rates are never edited (a new one supersedes).
+pub async fn insert_rate<C: GenericClient + Sync>(c: &C, r: NewRate) -> Result<Rate> {
+    let q = Query::insert()
+        .into_table("exchange_rates")
+        .columns([
+            "id",
+            "currency_code",
+            "base_currency_code",
+            "rate",
+            "effective_at",
+            "created_by",
+        ])
+        .values_panic([
+            Uuid::now_v7().into(),
+            r.currency_code.into(),
+            r.base_currency_code.into(),
+            r.rate.into(),
+            r.effective_at.into(),
+            r.created_by.into(),
+        ])
+        .returning(Query::returning().columns(RATE_COLUMNS))
+        .to_owned();
+    Ok(Rate::from_row(&db::fetch_one(c, &q).await?))
+}
+
+/// The rate in force now for the pair: the latest `effective_at` not in the
+/// future (a later filing wins a tie).
+pub async fn current_rate<C: GenericClient + Sync>(
+    c: &C,
+    currency_code: &str,
+    base_currency_code: &str,
+) -> Result<Option<Rate>> {
+    let q = Query::select()
+        .columns(RATE_COLUMNS)
+        .from("exchange_rates")
+        .and_where(Expr::col("currency_code").eq(currency_code))
+        .and_where(Expr::col("base_currency_code").eq(base_currency_code))
+        .and_where(Expr::col("effective_at").lte(Expr::cust("now()")))
+        .order_by("effective_at", Order::Desc)
+        .order_by("created_at", Order::Desc)
+        .order_by("id", Order::Desc)
+        .limit(1)
+        .to_owned();
+    Ok(db::fetch_opt(c, &q).await?.map(|r| Rate::from_row(&r)))
+}
+
+/// The currency code of a live branch.
+pub async fn branch_currency<C: GenericClient + Sync>(
+    c: &C,
+    branch_id: Uuid,
+) -> Result<Option<String>> {
+    let q = Query::select()
+        .column("currency_code")
+        .from("branches")
+        .and_where(Expr::col("id").eq(branch_id))
+        .and_where(Expr::col("is_deleted").eq(false))
+        .to_owned();
+    Ok(db::fetch_opt(c, &q).await?.map(|r| r.get(0)))
+}

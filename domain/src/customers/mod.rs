@@ -1,0 +1,8 @@
+//! Customers (organisation-wide): their records, and their balances with
+//! the ledger that explains every movement.
+
+mod balance;
+mod records;
+
+pub use balance::*;
+pub use records::*;

@@ -1,0 +1,245 @@
+//! Dashboard figures: today's takings against yesterday, a 30-day revenue
+//! sparkline, stock and expiry counts, and the branch comparison. Every
+//! figure is aggregated by PostgreSQL; days are the organisation's calendar
+//! days (`settings.time_zone`).
+
+use std::collections::HashMap;
+
+use chrono::{Duration, NaiveDate};
+use deadpool_postgres::GenericClient;
+use rust_decimal::prelude::ToPrimitive;
+use rust_decimal::Decimal;
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::reports::{decimal_num, ratio_pct};
+use crate::window::ReportWindow;
+use crate::{db, wire, Result};
+
+/// Days in the sparkline (the spec's Limits).
+pub const SPARKLINE_DAYS: i64 = 30;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Summary {
+    /// The branch the figures are for; `null` for the whole organisation.
+    #[schema(value_type = Option<String>)]
+    pub branch_id: Option<Uuid>,
+    /// The organisation's today (`YYYY-MM-DD`, `settings.time_zone`).
+    #[schema(value_type = String, format = Date)]
+    pub date: NaiveDate,
+    pub today_sales_count: i64,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub today_revenue: Decimal,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub today_vat: Decimal,
+    /// Percent change of today's revenue against yesterday's, one decimal;
+    /// 0 when yesterday had no revenue.
+    #[serde(serialize_with = "decimal_num")]
+    #[schema(value_type = f64)]
+    pub revenue_trend: Decimal,
+    /// Revenue of each of the last 30 days, oldest first, ending today.
+    #[schema(value_type = Vec<f64>)]
+    #[serde(serialize_with = "money_list")]
+    pub sparkline_30d: Vec<Decimal>,
+    /// Active medicines with 0 < stock <= their low-stock threshold.
+    pub low_stock_count: i64,
+    /// Active medicines with no stock (never also counted as low).
+    pub out_of_stock_count: i64,
+    /// Batches with stock expiring today or within 90 days (includes the 30-day ones).
+    pub expiring_90_count: i64,
+    /// Batches with stock expiring today or within 30 days.
+    pub expiring_30_count: i64,
+    /// Batches with stock whose expiry date has passed.
+    pub expired_count: i64,
+    /// Active, not deleted medicines of the catalogue.
+    pub total_medicines: i64,
+}
+
+fn money_list<S: serde::Serializer>(v: &[Decimal], s: S) -> std::result::Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(v.len()))?;
+    for d in v {
+        seq.serialize_element(&wire::two_places(*d).to_f64().unwrap_or_default())?;
+    }
+    seq.end()
+}
+
+/// Revenue, VAT and sale count of one organisation day.
+#[derive(Default, Clone, Copy)]
+struct Day {
+    count: i64,
+    revenue: Decimal,
+    vat: Decimal,
+}
+
+/// The summary for `branch` (`None`: every branch) over `days`, the
+/// 30 days ending today.
+pub async fn summary<C: GenericClient + Sync>(
+    c: &C,
+    branch: Option<Uuid>,
+    days: &ReportWindow,
+) -> Result<Summary> {
+    let by_day = daily(c, branch, days).await?;
+    let today = days.to;
+    let day = |d: NaiveDate| by_day.get(&d).copied().unwrap_or_default();
+    let (now, before) = (day(today), day(today - Duration::days(1)));
+    let sparkline = (0..SPARKLINE_DAYS)
+        .rev()
+        .map(|back| day(today - Duration::days(back)).revenue)
+        .collect();
+    let stock = stock_counts(c, branch).await?;
+    let expiry = expiry_counts(c, branch, today).await?;
+    Ok(Summary {
+        branch_id: branch,
+        date: today,
+        today_sales_count: now.count,
+        today_revenue: now.revenue,
+        today_vat: now.vat,
+        revenue_trend: ratio_pct(now.revenue - before.revenue, before.revenue),
+        sparkline_30d: sparkline,
+        low_stock_count: stock.0,
+        out_of_stock_count: stock.1,
+        total_medicines: stock.2,
+        expiring_90_count: expiry.0,
+        expiring_30_count: expiry.1,
+        expired_count: expiry.2,
+    })
+}
+
+/// Sales per organisation day in the window (days without sales are absent).
+async fn daily<C: GenericClient + Sync>(
+    c: &C,
+    branch: Option<Uuid>,
+    w: &ReportWindow,
+) -> Result<HashMap<NaiveDate, Day>> {
+    let (start, end, tz) = (w.start, w.end, w.tz.clone());
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT (s.created_at AT TIME ZONE {tz})::date, count(*)::bigint,
+                  coalesce(sum(s.total), 0), coalesce(sum(s.vat), 0)
+           FROM sales s
+           WHERE s.created_at >= {start} AND s.created_at < {end}
+             AND ({branch}::uuid IS NULL OR s.branch_id = {branch})
+           GROUP BY 1"#
+    );
+    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let day = Day {
+                count: r.get(1),
+                revenue: r.get(2),
+                vat: r.get(3),
+            };
+            (r.get(0), day)
+        })
+        .collect())
+}
+
+/// (low, out of stock, total) over active medicines. Stock is the sum of
+/// the scope's batches, as in `GET /medicines` (empty batches add nothing,
+/// and skipping them lets the partial index answer).
+async fn stock_counts<C: GenericClient + Sync>(
+    c: &C,
+    branch: Option<Uuid>,
+) -> Result<(i64, i64, i64)> {
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT count(*) FILTER (WHERE coalesce(st.qty, 0) > 0
+                                     AND coalesce(st.qty, 0) <= m.low_stock_threshold),
+                  count(*) FILTER (WHERE coalesce(st.qty, 0) <= 0),
+                  count(*)
+           FROM medicines m
+           LEFT JOIN (SELECT medicine_id, sum(qty_remaining) AS qty FROM batches
+                      WHERE qty_remaining > 0 AND NOT is_deleted
+                        AND ({branch}::uuid IS NULL OR branch_id = {branch})
+                      GROUP BY medicine_id) st ON st.medicine_id = m.id
+           WHERE m.is_active AND NOT m.is_deleted"#
+    );
+    let row = db::raw_all(c, &q.sql, q.values).await?;
+    Ok(row
+        .first()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .unwrap_or_default())
+}
+
+/// (expiring within 90 days, within 30 days, expired) batches with stock.
+/// Expiring counts skip quarantined and recalled batches; expired stock is
+/// counted whatever its status, since it must leave the shelf either way.
+async fn expiry_counts<C: GenericClient + Sync>(
+    c: &C,
+    branch: Option<Uuid>,
+    today: NaiveDate,
+) -> Result<(i64, i64, i64)> {
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT count(*) FILTER (WHERE expiry_date >= {today}::date AND regulator_status = 'active'),
+                  count(*) FILTER (WHERE expiry_date >= {today}::date AND expiry_date <= {today}::date + 30
+                                     AND regulator_status = 'active'),
+                  count(*) FILTER (WHERE expiry_date < {today}::date)
+           FROM batches
+           WHERE qty_remaining > 0 AND NOT is_deleted AND expiry_date <= {today}::date + 90
+             AND ({branch}::uuid IS NULL OR branch_id = {branch})"#
+    );
+    let row = db::raw_all(c, &q.sql, q.values).await?;
+    Ok(row
+        .first()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .unwrap_or_default())
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BranchRevenue {
+    #[schema(value_type = String)]
+    pub branch_id: Uuid,
+    pub branch_name: String,
+    pub branch_code: String,
+    pub sales_count: i64,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub revenue: Decimal,
+    /// Share of the total revenue in percent, one decimal; 0 when the total is 0.
+    #[serde(serialize_with = "decimal_num")]
+    #[schema(value_type = f64)]
+    pub share_pct: Decimal,
+}
+
+/// Every active branch with its sales in the window, revenue descending
+/// (ties by name); branches without sales carry zeros.
+pub async fn branch_comparison<C: GenericClient + Sync>(
+    c: &C,
+    w: &ReportWindow,
+    branch: Option<Uuid>,
+) -> Result<Vec<BranchRevenue>> {
+    let (start, end) = (w.start, w.end);
+    // With a branch, the other branches are left out before the shares are
+    // taken, so the one row's share is of its own revenue.
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT b.id, b.name, b.code, coalesce(x.n, 0)::bigint, coalesce(x.revenue, 0),
+                  coalesce(round(100 * coalesce(x.revenue, 0) / nullif(sum(x.revenue) OVER (), 0), 1), 0)
+           FROM branches b
+           LEFT JOIN (SELECT branch_id, count(*) AS n, sum(total) AS revenue FROM sales
+                      WHERE created_at >= {start} AND created_at < {end}
+                        AND ({branch}::uuid IS NULL OR branch_id = {branch})
+                      GROUP BY branch_id) x ON x.branch_id = b.id
+           WHERE b.is_active AND NOT b.is_deleted
+             AND ({branch}::uuid IS NULL OR b.id = {branch})
+           ORDER BY 5 DESC, b.name, b.id"#
+    );
+    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    Ok(rows
+        .iter()
+        .map(|r| BranchRevenue {
+            branch_id: r.get(0),
+            branch_name: r.get(1),
+            branch_code: r.get(2),
+            sales_count: r.get(3),
+            revenue: r.get(4),
+            share_pct: r.get(5),
+        })
+        .collect())
+}

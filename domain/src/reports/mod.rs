@@ -1,0 +1,68 @@
+//! Reports: sales, sales by pharmacist, inventory, purchases and VAT. Every
+//! figure is aggregated by PostgreSQL (GROUP BY, day and month buckets in the
+//! organisation's time zone); Rust only shapes the rows. Money is summed as
+//! `numeric` and carried as `Decimal`.
+
+use chrono::{DateTime, Datelike, NaiveDate, Utc};
+use deadpool_postgres::GenericClient;
+use rust_decimal::prelude::ToPrimitive;
+use rust_decimal::{Decimal, RoundingStrategy};
+use serde::Serialize;
+use tokio_postgres::Row;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::window::ReportWindow;
+use crate::{db, wire, Result};
+
+mod inventory;
+mod pharmacist;
+mod purchases;
+mod sales;
+mod vat;
+
+pub use inventory::*;
+pub use pharmacist::*;
+pub use purchases::*;
+pub use sales::*;
+pub use vat::*;
+
+/// The default report window: the last 30 days up to today (Limits).
+pub const DEFAULT_WINDOW_DAYS: i64 = 30;
+
+/// Rows in the lists the spec caps (Limits).
+pub const TOP_SELLING: i64 = 10;
+
+pub const RECENT_SALES: i64 = 8;
+
+pub const LOW_STOCK_LIST: i64 = 20;
+
+pub const TOP_PURCHASED: i64 = 20;
+
+/// A decimal (a percentage) as a JSON number.
+pub fn decimal_num<S: serde::Serializer>(
+    d: &Decimal,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_f64(d.to_f64().unwrap_or_default())
+}
+
+/// `100 × part / whole`, one decimal (half away from zero); 0 when `whole` is 0.
+pub fn ratio_pct(part: Decimal, whole: Decimal) -> Decimal {
+    if whole.is_zero() {
+        return Decimal::ZERO;
+    }
+    (Decimal::ONE_HUNDRED * part / whole)
+        .round_dp_with_strategy(1, RoundingStrategy::MidpointAwayFromZero)
+}
+
+/// What a report covers: the days, and one branch or (`None`) all of them.
+pub struct Scope<'a> {
+    pub window: &'a ReportWindow,
+    pub branch: Option<Uuid>,
+}
+
+fn first(rows: &[Row]) -> Result<&Row> {
+    rows.first()
+        .ok_or_else(|| crate::Error::internal("aggregate query returned no row"))
+}

@@ -1,0 +1,604 @@
+//! The stock ledger. Every change of stock goes through `apply`: one
+//! conditional update of the batch (never below zero, also enforced by a
+//! CHECK) and one movement row, in the caller's transaction, plus the
+//! batch's sync change. So a batch's `qty_remaining` is always the sum of its
+//! movements, and a medicine's stock at a branch the sum over its batches.
+//!
+//! Lock order, to keep concurrent writers free of deadlocks: batches first
+//! (ordered by medicine, expiry, receipt), then coupons, customers, the
+//! invoice counter and the cash session.
+
+pub mod count;
+pub mod receiving;
+pub mod transfers;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use sea_query::{Expr, ExprTrait, Query};
+use serde::Serialize;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::db::{self, Stmt};
+use crate::error::{Error, Result};
+use crate::sync::changes::{self, Change, Op};
+use crate::wire;
+
+/// The snapshot Batch shape (numbers as JSON numbers, `is_deleted` 0/1), plus `rev`.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Batch {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    #[schema(value_type = String)]
+    pub medicine_id: Uuid,
+    #[schema(value_type = String)]
+    pub branch_id: Uuid,
+    #[schema(value_type = Option<String>)]
+    pub supplier_id: Option<Uuid>,
+    pub batch_number: String,
+    #[schema(value_type = String, format = Date)]
+    pub expiry_date: NaiveDate,
+    #[schema(value_type = Option<String>, format = Date)]
+    pub manufacturing_date: Option<NaiveDate>,
+    pub qty_received: i32,
+    pub qty_remaining: i32,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub unit_cost: Decimal,
+    /// `active`, or `depleted` once nothing remains.
+    pub status: String,
+    /// `active`, `quarantined` or `recalled`.
+    pub regulator_status: String,
+    #[serde(serialize_with = "wire::int01")]
+    #[schema(value_type = i32, minimum = 0, maximum = 1)]
+    pub is_deleted: bool,
+    pub rev: i64,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub created_at: DateTime<Utc>,
+}
+
+pub const COLUMNS: [&str; 15] = [
+    "id",
+    "medicine_id",
+    "branch_id",
+    "supplier_id",
+    "batch_number",
+    "expiry_date",
+    "manufacturing_date",
+    "qty_received",
+    "qty_remaining",
+    "unit_cost",
+    "status",
+    "regulator_status",
+    "is_deleted",
+    "rev",
+    "created_at",
+];
+
+impl Batch {
+    pub fn from_row(r: &Row) -> Self {
+        Batch {
+            id: r.get("id"),
+            medicine_id: r.get("medicine_id"),
+            branch_id: r.get("branch_id"),
+            supplier_id: r.get("supplier_id"),
+            batch_number: r.get("batch_number"),
+            expiry_date: r.get("expiry_date"),
+            manufacturing_date: r.get("manufacturing_date"),
+            qty_received: r.get("qty_received"),
+            qty_remaining: r.get("qty_remaining"),
+            unit_cost: r.get("unit_cost"),
+            status: r.get("status"),
+            regulator_status: r.get("regulator_status"),
+            is_deleted: r.get("is_deleted"),
+            rev: r.get("rev"),
+            created_at: r.get("created_at"),
+        }
+    }
+}
+
+/// Why stock moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    In,
+    Sale,
+    SaleReversal,
+    Adjust,
+    TransferOut,
+    TransferIn,
+    TransferCancel,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::In => "IN",
+            Kind::Sale => "SALE",
+            Kind::SaleReversal => "SALE_REVERSAL",
+            Kind::Adjust => "ADJUST",
+            Kind::TransferOut => "TRANSFER_OUT",
+            Kind::TransferIn => "TRANSFER_IN",
+            Kind::TransferCancel => "TRANSFER_CANCEL",
+        }
+    }
+}
+
+/// One movement to record against a batch.
+#[derive(Debug, Clone, Copy)]
+pub struct Movement {
+    pub batch_id: Uuid,
+    /// Signed: positive adds stock, negative takes it away.
+    pub delta: i32,
+    pub kind: Kind,
+    pub reference: Option<(&'static str, Uuid)>,
+    pub user_id: Uuid,
+}
+
+/// Applies a movement: the batch moves by `delta` unless that would take it
+/// below zero (then 400 and nothing changes), the movement row is written
+/// and the batch's sync change appended.
+pub async fn apply<C: GenericClient + Sync>(tx: &C, m: Movement) -> Result<Batch> {
+    record_movement(tx, m, Op::Update).await
+}
+
+/// `apply`, with the op its change travels as (`create` for a new batch).
+async fn record_movement<C: GenericClient + Sync>(tx: &C, m: Movement, op: Op) -> Result<Batch> {
+    let rev = changes::allocate(tx).await?;
+    let remaining = Expr::col("qty_remaining").add(m.delta);
+    let status = Expr::case(remaining.clone().gt(0), "active").finally("depleted");
+    let q = Query::update()
+        .table("batches")
+        .value("qty_remaining", remaining.clone())
+        .value("status", status)
+        .value("rev", rev)
+        .value("updated_at", Utc::now())
+        .and_where(Expr::col("id").eq(m.batch_id))
+        .and_where(remaining.gte(0))
+        .returning(Query::returning().columns(COLUMNS))
+        .to_owned();
+    let batch = db::fetch_opt(tx, &q)
+        .await?
+        .map(|r| Batch::from_row(&r))
+        .ok_or_else(|| Error::bad_request("Not enough stock left in the batch for this change."))?;
+    db::run(
+        tx,
+        &movements_stmt(&[(m, batch.medicine_id, batch.branch_id)]),
+    )
+    .await?;
+    emit(tx, rev, &batch, op).await?;
+    Ok(batch)
+}
+
+/// Appends a batch's sync change under `rev`.
+pub async fn emit<C: GenericClient + Sync>(tx: &C, rev: i64, b: &Batch, op: Op) -> Result<()> {
+    changes::append(tx, rev, change_of(b, op)?).await
+}
+
+/// A batch's sync change (its rev is the batch's own).
+pub fn change_of(b: &Batch, op: Op) -> Result<Change<'static>> {
+    Ok(Change {
+        entity: "batch",
+        entity_id: b.id.to_string(),
+        op,
+        branch_id: Some(b.branch_id),
+        payload: serde_json::to_value(b).map_err(Error::internal)?,
+    })
+}
+
+/// One statement taking `qty` from each `(batch, qty)` (distinct batches),
+/// each batch getting a fresh rev: the shared rev lock is taken in the
+/// statement before any rev is drawn. For a sale, whose batches are locked
+/// already: a batch that would go below zero is left out of the answer
+/// (and the CHECK backs the rule), so the caller compares counts.
+pub fn take_stmt(takes: &[(Uuid, i32)]) -> Stmt {
+    let ids: Vec<Uuid> = takes.iter().map(|t| t.0).collect();
+    let qtys: Vec<i32> = takes.iter().map(|t| t.1).collect();
+    let now = Utc::now();
+    let lock = changes::REV_LOCK_KEY;
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"UPDATE batches b SET
+             qty_remaining = b.qty_remaining - d.qty,
+             status = CASE WHEN b.qty_remaining - d.qty > 0 THEN 'active' ELSE 'depleted' END,
+             rev = nextval('change_log_rev_seq'),
+             updated_at = {now}
+           FROM (SELECT pg_advisory_xact_lock_shared({lock})) AS rev_lock,
+                unnest({ids}::uuid[], {qtys}::int4[]) AS d(id, qty)
+           WHERE b.id = d.id AND b.qty_remaining >= d.qty
+           RETURNING b.id, b.medicine_id, b.branch_id, b.supplier_id, b.batch_number,
+                     b.expiry_date, b.manufacturing_date, b.qty_received, b.qty_remaining,
+                     b.unit_cost, b.status, b.regulator_status, b.is_deleted, b.rev, b.created_at"#
+    );
+    Stmt::raw(q.sql, q.values)
+}
+
+/// One statement writing the movement rows of `movements` (medicine and
+/// branch given per row, as the batches are not read back first).
+pub fn movements_stmt(movements: &[(Movement, Uuid, Uuid)]) -> Stmt {
+    let mut q = Query::insert();
+    q.into_table("stock_movements").columns([
+        "id",
+        "batch_id",
+        "medicine_id",
+        "branch_id",
+        "kind",
+        "qty",
+        "reference_type",
+        "reference_id",
+        "created_by",
+    ]);
+    for (m, medicine_id, branch_id) in movements {
+        let (reference_type, reference_id) = match m.reference {
+            Some((t, id)) => (t, Some(id)),
+            None => ("", None),
+        };
+        q.values_panic([
+            Uuid::now_v7().into(),
+            m.batch_id.into(),
+            (*medicine_id).into(),
+            (*branch_id).into(),
+            m.kind.as_str().into(),
+            m.delta.into(),
+            reference_type.into(),
+            reference_id.into(),
+            m.user_id.into(),
+        ]);
+    }
+    Stmt::of(&q)
+}
+
+/// A new batch to receive (purchase or transfer arrival).
+#[derive(Debug, Clone)]
+pub struct NewBatch {
+    pub medicine_id: Uuid,
+    pub branch_id: Uuid,
+    pub supplier_id: Option<Uuid>,
+    pub batch_number: String,
+    pub expiry_date: NaiveDate,
+    pub manufacturing_date: Option<NaiveDate>,
+    pub quantity: i32,
+    pub unit_cost: Decimal,
+    /// `purchase` or `transfer`.
+    pub origin: &'static str,
+    pub notes: String,
+    pub user_id: Uuid,
+}
+
+/// Creates a batch with nothing in it, then records its arrival as a
+/// movement, so even the first units are on the ledger.
+pub async fn receive<C: GenericClient + Sync>(
+    tx: &C,
+    b: NewBatch,
+    kind: Kind,
+    reference: Option<(&'static str, Uuid)>,
+) -> Result<Batch> {
+    let id = Uuid::now_v7();
+    let insert = Query::insert()
+        .into_table("batches")
+        .columns([
+            "id",
+            "medicine_id",
+            "branch_id",
+            "supplier_id",
+            "batch_number",
+            "expiry_date",
+            "manufacturing_date",
+            "qty_received",
+            "qty_remaining",
+            "unit_cost",
+            "status",
+            "origin",
+            "notes",
+            "created_by",
+        ])
+        .values_panic([
+            id.into(),
+            b.medicine_id.into(),
+            b.branch_id.into(),
+            b.supplier_id.into(),
+            b.batch_number.into(),
+            b.expiry_date.into(),
+            b.manufacturing_date.into(),
+            b.quantity.into(),
+            0i32.into(),
+            b.unit_cost.into(),
+            "depleted".into(),
+            b.origin.into(),
+            b.notes.into(),
+            b.user_id.into(),
+        ])
+        .to_owned();
+    db::execute(tx, &insert).await?;
+    let arrival = Movement {
+        batch_id: id,
+        delta: b.quantity,
+        kind,
+        reference,
+        user_id: b.user_id,
+    };
+    // The batch's first change row: tills learn of it as a `create`.
+    record_movement(tx, arrival, Op::Create).await
+}
+
+/// A locked batch with what it still holds, for first-expiry-first-out picks.
+#[derive(Debug, Clone)]
+pub struct Lot {
+    pub batch_id: Uuid,
+    pub medicine_id: Uuid,
+    pub remaining: i32,
+    pub unit_cost: Decimal,
+    pub expiry_date: NaiveDate,
+}
+
+/// Locks the sellable batches (in stock, not expired by the organisation's
+/// calendar, not quarantined or recalled) of `medicines` at a branch, in
+/// first-expiry-first-out order per medicine. One statement, one lock order.
+pub async fn lock_sellable<C: GenericClient + Sync>(
+    tx: &C,
+    branch_id: Uuid,
+    medicines: &[Uuid],
+) -> Result<Vec<Lot>> {
+    let ids: Vec<Uuid> = medicines.to_vec();
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT id, medicine_id, qty_remaining, unit_cost, expiry_date
+           FROM batches
+           WHERE branch_id = {branch_id} AND medicine_id = ANY({ids})
+             AND qty_remaining > 0 AND regulator_status = 'active' AND NOT is_deleted
+             AND expiry_date >= org_today()
+           ORDER BY medicine_id, expiry_date, created_at, id
+           FOR UPDATE"#
+    );
+    let rows = db::raw_all(tx, &q.sql, q.values).await?;
+    Ok(rows.iter().map(lot).collect())
+}
+
+/// Locks every batch holding stock of `medicine` at a branch (any status),
+/// oldest received first: what a stock count may adjust.
+pub async fn lock_all<C: GenericClient + Sync>(
+    tx: &C,
+    branch_id: Uuid,
+    medicine_id: Uuid,
+) -> Result<Vec<Lot>> {
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT id, medicine_id, qty_remaining, unit_cost, expiry_date
+           FROM batches
+           WHERE branch_id = {branch_id} AND medicine_id = {medicine_id} AND NOT is_deleted
+           ORDER BY created_at, id
+           FOR UPDATE"#
+    );
+    let rows = db::raw_all(tx, &q.sql, q.values).await?;
+    Ok(rows.iter().map(lot).collect())
+}
+
+fn lot(r: &Row) -> Lot {
+    Lot {
+        batch_id: r.get("id"),
+        medicine_id: r.get("medicine_id"),
+        remaining: r.get("qty_remaining"),
+        unit_cost: r.get("unit_cost"),
+        expiry_date: r.get("expiry_date"),
+    }
+}
+
+/// Picks `qty` units from `lots` (already in FEFO order), taking what it
+/// uses out of them. `None` when they hold too little.
+pub fn pick(lots: &mut [Lot], medicine_id: Uuid, qty: i32) -> Option<Vec<(Lot, i32)>> {
+    let available: i64 = lots
+        .iter()
+        .filter(|l| l.medicine_id == medicine_id)
+        .map(|l| i64::from(l.remaining))
+        .sum();
+    if available < i64::from(qty) {
+        return None;
+    }
+    let mut left = qty;
+    let mut picks = Vec::new();
+    for l in lots.iter_mut().filter(|l| l.medicine_id == medicine_id) {
+        if left == 0 {
+            break;
+        }
+        let take = std::cmp::min(left, l.remaining);
+        if take > 0 {
+            l.remaining -= take;
+            left -= take;
+            picks.push((l.clone(), take));
+        }
+    }
+    Some(picks)
+}
+
+/// Units of `medicine_id` in `lots`.
+pub fn available(lots: &[Lot], medicine_id: Uuid) -> i64 {
+    lots.iter()
+        .filter(|l| l.medicine_id == medicine_id)
+        .map(|l| i64::from(l.remaining))
+        .sum()
+}
+
+/// Live stock of a medicine: at one branch, or across the chain.
+pub async fn on_hand<C: GenericClient + Sync>(
+    c: &C,
+    medicine_id: Uuid,
+    branch_id: Option<Uuid>,
+) -> Result<i64> {
+    let q = Query::select()
+        .expr(Expr::cust("coalesce(sum(qty_remaining), 0)::bigint"))
+        .from("batches")
+        .and_where(Expr::col("medicine_id").eq(medicine_id))
+        .and_where(Expr::col("is_deleted").eq(false))
+        .apply_if(branch_id, |q, b| {
+            q.and_where(Expr::col("branch_id").eq(b));
+        })
+        .to_owned();
+    Ok(db::fetch_one(c, &q).await?.get(0))
+}
+
+/// The ledger invariants (stock, invoice counters, balances, one sale per
+/// accepted pushed mutation); each returned line describes one violation.
+/// Used by tests and the benchmark's after-run checks.
+pub async fn invariant_violations<C: GenericClient + Sync>(c: &C) -> Result<Vec<String>> {
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT 'batch ' || b.id || ' holds ' || b.qty_remaining || ' but its movements sum to '
+                  || coalesce(m.total, 0)
+           FROM batches b
+           LEFT JOIN (SELECT batch_id, sum(qty)::bigint AS total FROM stock_movements GROUP BY batch_id) m
+                  ON m.batch_id = b.id
+           WHERE b.qty_remaining <> coalesce(m.total, 0) OR b.qty_remaining < 0
+           UNION ALL
+           SELECT 'branch ' || branch_id || ' medicine ' || medicine_id || ' has negative stock '
+                  || sum(qty)
+           FROM stock_movements GROUP BY branch_id, medicine_id HAVING sum(qty) < 0
+           UNION ALL
+           SELECT 'branch ' || branch_id || ' icv sequence has a gap or repeat: '
+                  || count(*) || ' sales, max icv ' || max(icv)
+           FROM sales GROUP BY branch_id
+           HAVING count(*) <> max(icv) OR count(DISTINCT icv) <> count(*)
+           UNION ALL
+           SELECT 'branch ' || c.branch_id || ' counter at ' || c.last_icv || ' but last icv is '
+                  || coalesce(s.top, 0)
+           FROM invoice_counters c
+           LEFT JOIN (SELECT branch_id, max(icv) AS top FROM sales GROUP BY branch_id) s
+                  ON s.branch_id = c.branch_id
+           WHERE c.last_icv <> coalesce(s.top, 0)
+           UNION ALL
+           SELECT 'customer ' || cu.id || ' balance ' || cu.current_balance
+                  || ' differs from its ledger ' || coalesce(l.total, 0)
+           FROM customers cu
+           LEFT JOIN (SELECT customer_id,
+                             sum(CASE WHEN transaction_type = 'PAYMENT' THEN -amount ELSE amount END) AS total
+                      FROM customer_ledger GROUP BY customer_id) l ON l.customer_id = cu.id
+           WHERE cu.current_balance <> coalesce(l.total, 0) OR cu.current_balance < 0
+           UNION ALL
+           SELECT 'device ' || p.device_id || ' mutation ' || p.client_mutation_id
+                  || ' was accepted as a sale but has ' || count(s.id) || ' sales'
+           FROM push_mutations p
+           LEFT JOIN sales s ON s.device_id = p.device_id
+                            AND s.client_mutation_id = p.client_mutation_id
+           WHERE p.entity = 'sale' AND p.outcome = 'accepted'
+           GROUP BY p.device_id, p.client_mutation_id HAVING count(s.id) <> 1
+           UNION ALL
+           SELECT 'sale ' || s.id || ' of device ' || s.device_id || ' has no accepted mutation'
+           FROM sales s
+           WHERE s.device_id IS NOT NULL AND NOT EXISTS (
+               SELECT 1 FROM push_mutations p
+               WHERE p.device_id = s.device_id AND p.client_mutation_id = s.client_mutation_id
+                 AND p.outcome = 'accepted')"#
+    );
+    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Expired, quarantined and recalled batches never reach `pick`:
+    // `lock_sellable` neither returns nor locks them (its WHERE clause), and
+    // returns the rest in FEFO order. These tests cover the pick over that
+    // answer; the exclusion itself is covered against PostgreSQL by
+    // tests/api/sales.rs (`fefo_takes_the_earliest_sellable_batch_first`).
+
+    fn lot(n: u128, medicine_id: Uuid, remaining: i32, expiry: &str) -> Lot {
+        Lot {
+            batch_id: Uuid::from_u128(n),
+            medicine_id,
+            remaining,
+            unit_cost: Decimal::new(250, 2),
+            expiry_date: expiry.parse().unwrap(),
+        }
+    }
+
+    fn taken(picks: &[(Lot, i32)]) -> Vec<(u128, i32)> {
+        picks
+            .iter()
+            .map(|(l, q)| (l.batch_id.as_u128(), *q))
+            .collect()
+    }
+
+    fn left(lots: &[Lot]) -> Vec<i32> {
+        lots.iter().map(|l| l.remaining).collect()
+    }
+
+    #[test]
+    fn pick_empties_the_first_expiring_lot_before_touching_the_next() {
+        let m = Uuid::from_u128(100);
+        let mut lots = vec![
+            lot(1, m, 10, "2027-01-31"),
+            lot(2, m, 10, "2028-06-30"),
+            lot(3, m, 10, "2029-06-30"),
+        ];
+        let picks = pick(&mut lots, m, 12).unwrap();
+        assert_eq!(taken(&picks), vec![(1, 10), (2, 2)]);
+        assert_eq!(left(&lots), vec![0, 8, 10]);
+        // A pick answers the lot as it was taken from: its cost, its expiry.
+        assert_eq!(picks[1].0.expiry_date.to_string(), "2028-06-30");
+        assert_eq!(picks[1].0.unit_cost, Decimal::new(250, 2));
+    }
+
+    #[test]
+    fn pick_breaks_an_expiry_tie_by_the_order_given_oldest_receipt_first() {
+        // Same expiry: `lock_sellable` orders by receipt (created_at, id),
+        // and the pick keeps that order.
+        let m = Uuid::from_u128(100);
+        let mut lots = vec![
+            lot(7, m, 3, "2027-03-31"),
+            lot(5, m, 3, "2027-03-31"),
+            lot(6, m, 3, "2027-03-31"),
+        ];
+        let picks = pick(&mut lots, m, 5).unwrap();
+        assert_eq!(taken(&picks), vec![(7, 3), (5, 2)]);
+        assert_eq!(left(&lots), vec![0, 1, 3]);
+    }
+
+    #[test]
+    fn pick_takes_only_the_lots_of_its_medicine() {
+        // The lots of a sale's medicines arrive together, ordered by
+        // medicine then expiry; a pick skips the other medicines' lots.
+        let (a, b) = (Uuid::from_u128(100), Uuid::from_u128(200));
+        let mut lots = vec![
+            lot(1, a, 4, "2027-01-31"),
+            lot(2, b, 50, "2026-01-31"),
+            lot(3, a, 4, "2028-01-31"),
+        ];
+        assert_eq!(available(&lots, a), 8);
+        assert_eq!(available(&lots, b), 50);
+        let picks = pick(&mut lots, a, 6).unwrap();
+        assert_eq!(taken(&picks), vec![(1, 4), (3, 2)]);
+        assert_eq!(left(&lots), vec![0, 50, 2]);
+    }
+
+    #[test]
+    fn a_second_pick_of_the_same_medicine_continues_where_the_first_stopped() {
+        // Two lines of one medicine in one sale share the locked lots.
+        let m = Uuid::from_u128(100);
+        let mut lots = vec![lot(1, m, 5, "2027-01-31"), lot(2, m, 5, "2028-01-31")];
+        assert_eq!(taken(&pick(&mut lots, m, 4).unwrap()), vec![(1, 4)]);
+        assert_eq!(taken(&pick(&mut lots, m, 4).unwrap()), vec![(1, 1), (2, 3)]);
+        assert_eq!(available(&lots, m), 2);
+        // An emptied lot is skipped, not answered with a zero quantity.
+        assert_eq!(taken(&pick(&mut lots, m, 2).unwrap()), vec![(2, 2)]);
+        assert_eq!(available(&lots, m), 0);
+    }
+
+    #[test]
+    fn pick_refuses_more_than_the_lots_hold_and_takes_nothing() {
+        let (a, b) = (Uuid::from_u128(100), Uuid::from_u128(200));
+        let mut lots = vec![
+            lot(1, a, 3, "2027-01-31"),
+            lot(2, b, 9, "2027-01-31"),
+            lot(3, a, 4, "2028-01-31"),
+        ];
+        // Another medicine's stock does not make up the difference.
+        assert!(pick(&mut lots, a, 8).is_none());
+        assert_eq!(left(&lots), vec![3, 9, 4]);
+        assert!(pick(&mut lots, Uuid::from_u128(300), 1).is_none());
+        // Exactly what they hold is fine.
+        assert_eq!(taken(&pick(&mut lots, a, 7).unwrap()), vec![(1, 3), (3, 4)]);
+        assert_eq!(left(&lots), vec![0, 9, 0]);
+    }
+}

@@ -1,0 +1,321 @@
+//! Supplier invoices and the payments against them. `paid_amount` moves
+//! only by a conditional update (`paid_amount + amount <= total_amount`) in
+//! the same transaction as the payment row, so an invoice is never
+//! overpaid whatever the number of server processes; CHECKs back it and keep
+//! `status` in step with `paid_amount`.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use serde::Serialize;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::db;
+use crate::error::{Error, Result};
+use crate::wire;
+
+/// Invoice statuses, in the order an invoice moves through them.
+pub const STATUSES: [&str; 3] = ["unpaid", "partial", "paid"];
+/// Accepted payment methods.
+pub const METHODS: [&str; 5] = ["cash", "bank_transfer", "mobile_money", "cheque", "card"];
+/// Most rows the invoice list returns (spec Limits).
+pub const LIST_LIMIT: i64 = 50;
+
+/// The supplier invoice read shape: money as decimal strings, `due_date` as
+/// `YYYY-MM-DD` or null.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct SupplierInvoice {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    #[schema(value_type = String)]
+    pub supplier_id: Uuid,
+    pub supplier_name: String,
+    #[schema(value_type = String)]
+    pub branch_id: Uuid,
+    pub invoice_no: String,
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String, example = "1500000.00")]
+    pub total_amount: Decimal,
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String, example = "500000.00")]
+    pub paid_amount: Decimal,
+    /// `total_amount − paid_amount`.
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String, example = "1000000.00")]
+    pub balance: Decimal,
+    /// `unpaid`, `partial` or `paid`.
+    pub status: String,
+    #[schema(value_type = Option<String>, example = "2026-12-31")]
+    pub due_date: Option<NaiveDate>,
+    pub notes: String,
+    #[schema(value_type = String)]
+    pub created_by: Uuid,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub updated_at: DateTime<Utc>,
+}
+
+impl SupplierInvoice {
+    /// From a `supplier_invoices` row joined with `supplier_name`.
+    pub fn from_row(r: &Row) -> Self {
+        let total_amount: Decimal = r.get("total_amount");
+        let paid_amount: Decimal = r.get("paid_amount");
+        SupplierInvoice {
+            id: r.get("id"),
+            supplier_id: r.get("supplier_id"),
+            supplier_name: r.get("supplier_name"),
+            branch_id: r.get("branch_id"),
+            invoice_no: r.get("invoice_no"),
+            total_amount,
+            paid_amount,
+            balance: total_amount - paid_amount,
+            status: r.get("status"),
+            due_date: r.get("due_date"),
+            notes: r.get("notes"),
+            created_by: r.get("created_by"),
+            created_at: r.get("created_at"),
+            updated_at: r.get("updated_at"),
+        }
+    }
+}
+
+/// One invoice, whatever its branch (callers check visibility).
+pub async fn get<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<SupplierInvoice>> {
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT i.*, s.name AS supplier_name
+           FROM supplier_invoices i JOIN suppliers s ON s.id = i.supplier_id
+           WHERE i.id = {id}"#
+    );
+    Ok(db::raw_opt(c, &q.sql, q.values)
+        .await?
+        .map(|r| SupplierInvoice::from_row(&r)))
+}
+
+/// A checked invoice to record.
+pub struct NewInvoice {
+    pub supplier_id: Uuid,
+    pub branch_id: Uuid,
+    pub invoice_no: String,
+    pub total_amount: Decimal,
+    pub due_date: Option<NaiveDate>,
+    pub notes: String,
+    pub created_by: Uuid,
+}
+
+/// Records an `unpaid` invoice. `None` when the supplier is unknown or
+/// deleted (checked in the insert itself).
+pub async fn insert<C: GenericClient + Sync>(
+    c: &C,
+    n: NewInvoice,
+) -> Result<Option<SupplierInvoice>> {
+    let id = Uuid::now_v7();
+    let NewInvoice {
+        supplier_id,
+        branch_id,
+        invoice_no,
+        total_amount,
+        due_date,
+        notes,
+        created_by,
+    } = n;
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"WITH s AS (
+             SELECT id, name FROM suppliers WHERE id = {supplier_id}::uuid AND NOT is_deleted
+           ), row AS (
+             INSERT INTO supplier_invoices (id, supplier_id, branch_id, invoice_no, total_amount,
+                                            paid_amount, status, due_date, notes, created_by)
+             SELECT {id}::uuid, s.id, {branch_id}::uuid, {invoice_no}::text,
+                    {total_amount}::numeric, 0, 'unpaid', {due_date}::date, {notes}::text,
+                    {created_by}::uuid
+             FROM s
+             RETURNING *)
+           SELECT row.*, s.name AS supplier_name FROM row JOIN s ON s.id = row.supplier_id"#
+    );
+    Ok(db::raw_opt(c, &q.sql, q.values)
+        .await?
+        .map(|r| SupplierInvoice::from_row(&r)))
+}
+
+/// List filters; `None` means any.
+#[derive(Debug, Default)]
+pub struct ListFilter {
+    pub branch_id: Option<Uuid>,
+    pub supplier_id: Option<Uuid>,
+    pub status: Option<String>,
+}
+
+/// Newest first, at most [`LIST_LIMIT`] rows.
+pub async fn list<C: GenericClient + Sync>(c: &C, f: ListFilter) -> Result<Vec<SupplierInvoice>> {
+    let ListFilter {
+        branch_id,
+        supplier_id,
+        status,
+    } = f;
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT i.*, s.name AS supplier_name
+           FROM supplier_invoices i JOIN suppliers s ON s.id = i.supplier_id
+           WHERE ({branch_id}::uuid IS NULL OR i.branch_id = {branch_id}::uuid)
+             AND ({supplier_id}::uuid IS NULL OR i.supplier_id = {supplier_id}::uuid)
+             AND ({status}::text IS NULL OR i.status = {status}::text)
+           ORDER BY i.created_at DESC, i.id DESC
+           LIMIT {LIST_LIMIT}"#
+    );
+    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    Ok(rows.iter().map(SupplierInvoice::from_row).collect())
+}
+
+/// A payment row as answered.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct SupplierPayment {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    #[schema(value_type = String)]
+    pub invoice_id: Uuid,
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String, example = "250000.00")]
+    pub amount: Decimal,
+    pub method: String,
+    pub reference: String,
+    #[schema(value_type = String)]
+    pub paid_by: Uuid,
+    pub paid_by_name: String,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub created_at: DateTime<Utc>,
+}
+
+impl SupplierPayment {
+    pub fn from_row(r: &Row) -> Self {
+        SupplierPayment {
+            id: r.get("id"),
+            invoice_id: r.get("invoice_id"),
+            amount: r.get("amount"),
+            method: r.get("method"),
+            reference: r.get("reference"),
+            paid_by: r.get("paid_by"),
+            paid_by_name: r.get("paid_by_name"),
+            created_at: r.get("created_at"),
+        }
+    }
+}
+
+/// The 201 answer to a payment: the payment and the invoice after it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct SupplierPaymentReceipt {
+    pub payment: SupplierPayment,
+    pub invoice: SupplierInvoice,
+}
+
+/// A payment against a supplier invoice, run through the invoice's branch
+/// actor. `amount` must be above zero and at most the outstanding balance;
+/// `method` one of [`METHODS`] (checked by the caller).
+pub struct PaySupplierInvoice {
+    pub invoice_id: Uuid,
+    pub amount: Decimal,
+    pub method: String,
+    pub reference: String,
+    pub user_id: Uuid,
+}
+
+impl actors::runtime::Command for PaySupplierInvoice {
+    type Error = crate::Error;
+    type Output = SupplierPaymentReceipt;
+    const NAME: &'static str = "pay_supplier_invoice";
+
+    async fn run(self, pool: crate::db::Pool) -> Result<SupplierPaymentReceipt> {
+        let PaySupplierInvoice {
+            invoice_id,
+            amount,
+            method,
+            reference,
+            user_id,
+        } = self;
+        if amount <= Decimal::ZERO {
+            return Err(Error::validation(
+                "amount",
+                "`amount` must be greater than zero.",
+            ));
+        }
+        let mut client = pool.get().await?;
+        let tx = client.transaction().await?;
+        // Concurrent payers queue on the row lock; each re-checks the
+        // condition against the committed paid_amount before applying.
+        let update = sea_query::raw_query!(
+            PostgresQueryBuilder,
+            r#"UPDATE supplier_invoices
+               SET paid_amount = paid_amount + {amount}::numeric,
+                   status = CASE WHEN paid_amount + {amount}::numeric >= total_amount
+                                 THEN 'paid' ELSE 'partial' END,
+                   updated_at = now()
+               WHERE id = {invoice_id}::uuid
+                 AND paid_amount + {amount}::numeric <= total_amount
+               RETURNING id"#
+        );
+        if db::raw_opt(&tx, &update.sql, update.values)
+            .await?
+            .is_none()
+        {
+            return Err(refusal(&tx, invoice_id, amount).await);
+        }
+        let payment_id = Uuid::now_v7();
+        let insert = sea_query::raw_query!(
+            PostgresQueryBuilder,
+            r#"WITH row AS (
+                 INSERT INTO supplier_payments (id, invoice_id, amount, method, reference, paid_by)
+                 VALUES ({payment_id}, {invoice_id}, {amount}, {method}, {reference}, {user_id})
+                 RETURNING *)
+               SELECT row.*, coalesce(u.full_name, '') AS paid_by_name
+               FROM row LEFT JOIN users u ON u.id = row.paid_by"#
+        );
+        let payment = db::raw_opt(&tx, &insert.sql, insert.values)
+            .await?
+            .map(|r| SupplierPayment::from_row(&r))
+            .ok_or_else(|| Error::internal("supplier payment insert returned no row"))?;
+        let invoice = get(&tx, invoice_id)
+            .await?
+            .ok_or_else(|| Error::internal("paid supplier invoice vanished"))?;
+        tx.commit().await?;
+        Ok(SupplierPaymentReceipt { payment, invoice })
+    }
+}
+
+/// Why a payment was refused: 404 unknown invoice, 409 already paid, 400
+/// above the outstanding balance (naming both figures).
+async fn refusal<C: GenericClient + Sync>(tx: &C, invoice_id: Uuid, amount: Decimal) -> Error {
+    let invoice = match get(tx, invoice_id).await {
+        Ok(Some(i)) => i,
+        Ok(None) => return Error::not_found("Supplier invoice not found"),
+        Err(e) => return e,
+    };
+    if invoice.status == "paid" {
+        return Error::conflict(format!(
+            "Invoice {} is already paid in full ({}).",
+            label(&invoice),
+            wire::two_places(invoice.total_amount)
+        ));
+    }
+    Error::validation(
+        "amount",
+        format!(
+            "A payment of {} is more than the outstanding balance of {} on invoice {}.",
+            wire::two_places(amount),
+            wire::two_places(invoice.balance),
+            label(&invoice)
+        ),
+    )
+}
+
+fn label(invoice: &SupplierInvoice) -> String {
+    if invoice.invoice_no.is_empty() {
+        invoice.id.to_string()
+    } else {
+        invoice.invoice_no.clone()
+    }
+}

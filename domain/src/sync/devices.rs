@@ -1,0 +1,182 @@
+//! Devices (tills): the register of what may push, reads and writes.
+//! Devices are not synced entities: tills never receive them in a snapshot.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use sea_query::{Expr, ExprTrait, JoinType, Order, Query, SelectStatement};
+use serde::Serialize;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::{db, wire, Result};
+
+use crate::paging::Page;
+
+/// A till of one branch. `status` is `active` or `revoked`; a revoked
+/// device stays in the register.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Device {
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    #[schema(value_type = String)]
+    pub branch_id: Uuid,
+    pub name: String,
+    /// `active` or `revoked`.
+    pub status: String,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub created_at: DateTime<Utc>,
+    /// The user who registered it.
+    #[schema(value_type = Option<String>)]
+    pub created_by: Option<Uuid>,
+    /// Last push.
+    #[serde(serialize_with = "wire::ts_opt")]
+    #[schema(value_type = Option<String>)]
+    pub last_seen_at: Option<DateTime<Utc>>,
+    #[serde(serialize_with = "wire::ts_opt")]
+    #[schema(value_type = Option<String>)]
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+pub const ACTIVE: &str = "active";
+pub const REVOKED: &str = "revoked";
+
+pub const COLUMNS: [&str; 8] = [
+    "id",
+    "branch_id",
+    "name",
+    "status",
+    "created_at",
+    "created_by",
+    "last_seen_at",
+    "revoked_at",
+];
+
+impl Device {
+    pub fn from_row(r: &Row) -> Self {
+        Device {
+            id: r.get("id"),
+            branch_id: r.get("branch_id"),
+            name: r.get("name"),
+            status: r.get("status"),
+            created_at: r.get("created_at"),
+            created_by: r.get("created_by"),
+            last_seen_at: r.get("last_seen_at"),
+            revoked_at: r.get("revoked_at"),
+        }
+    }
+
+    pub fn is_revoked(&self) -> bool {
+        self.status == REVOKED
+    }
+}
+
+/// A row of the device register: the device and its branch's name.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct RegisterRow {
+    #[serde(flatten)]
+    pub device: Device,
+    pub branch_name: String,
+}
+
+fn select() -> SelectStatement {
+    Query::select().columns(COLUMNS).from("devices").to_owned()
+}
+
+pub async fn get<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<Device>> {
+    let q = select().and_where(Expr::col("id").eq(id)).to_owned();
+    Ok(db::fetch_opt(c, &q).await?.map(|r| Device::from_row(&r)))
+}
+
+/// The device, row-locked until the transaction ends (revocation).
+pub async fn lock<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Option<Device>> {
+    let q = select()
+        .and_where(Expr::col("id").eq(id))
+        .lock(sea_query::LockType::Update)
+        .to_owned();
+    Ok(db::fetch_opt(tx, &q).await?.map(|r| Device::from_row(&r)))
+}
+
+/// Records that the device was just heard from.
+pub async fn touch<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<()> {
+    let q = Query::update()
+        .table("devices")
+        .value("last_seen_at", Expr::cust("now()"))
+        .and_where(Expr::col("id").eq(id))
+        .to_owned();
+    db::execute(c, &q).await?;
+    Ok(())
+}
+
+pub async fn insert<C: GenericClient + Sync>(
+    c: &C,
+    branch_id: Uuid,
+    name: &str,
+    created_by: Uuid,
+) -> Result<Device> {
+    let q = Query::insert()
+        .into_table("devices")
+        .columns(["id", "branch_id", "name", "created_by"])
+        .values_panic([
+            Uuid::now_v7().into(),
+            branch_id.into(),
+            name.into(),
+            created_by.into(),
+        ])
+        .returning(Query::returning().columns(COLUMNS))
+        .to_owned();
+    Ok(Device::from_row(&db::fetch_one(c, &q).await?))
+}
+
+/// Revokes an active device; `None` when it is not active (already revoked
+/// or unknown), so a second revocation changes nothing.
+pub async fn revoke<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Option<Device>> {
+    let q = Query::update()
+        .table("devices")
+        .value("status", REVOKED)
+        .value("revoked_at", Expr::cust("now()"))
+        .and_where(Expr::col("id").eq(id))
+        .and_where(Expr::col("status").eq(ACTIVE))
+        .returning(Query::returning().columns(COLUMNS))
+        .to_owned();
+    Ok(db::fetch_opt(tx, &q).await?.map(|r| Device::from_row(&r)))
+}
+
+/// The register, newest first, optionally of one branch; with the total.
+pub async fn register<C: GenericClient + Sync>(
+    c: &C,
+    branch_id: Option<Uuid>,
+    page: Page,
+) -> Result<(Vec<RegisterRow>, i64)> {
+    let mut base = Query::select()
+        .from_as("devices", "d")
+        .join_as(
+            JoinType::InnerJoin,
+            "branches",
+            "b",
+            Expr::col(("b", "id")).equals(("d", "branch_id")),
+        )
+        .to_owned();
+    if let Some(branch_id) = branch_id {
+        base.and_where(Expr::col(("d", "branch_id")).eq(branch_id));
+    }
+    let total_q = base.clone().expr(Expr::col(("d", "id")).count()).to_owned();
+    let total: i64 = db::fetch_one(c, &total_q).await?.get(0);
+    let q = base
+        .columns(COLUMNS.map(|col| ("d", col)))
+        .expr_as(Expr::col(("b", "name")), "branch_name")
+        .order_by(("d", "created_at"), Order::Desc)
+        .order_by(("d", "id"), Order::Desc)
+        .offset(page.offset())
+        .limit(page.limit())
+        .to_owned();
+    let items = db::fetch_all(c, &q)
+        .await?
+        .iter()
+        .map(|r| RegisterRow {
+            device: Device::from_row(r),
+            branch_name: r.get("branch_name"),
+        })
+        .collect();
+    Ok((items, total))
+}

@@ -1,0 +1,12 @@
+//! Sync for tills, all of it in one place: the change log every write
+//! appends to (`changes`), the snapshot and change feed tills read, the
+//! devices they register, pushed changes applied in order with one effect
+//! per mutation id (`push`), and the conflicts a stale push leaves behind.
+
+pub mod changes;
+pub mod conflicts;
+pub mod devices;
+pub mod entities;
+pub mod push;
+pub mod snapshot;
+pub mod synced;

@@ -1,0 +1,324 @@
+//! Applying a pushed change: its effect inside a savepoint, sales through the
+//! branch actor (a run of them in one shared transaction, falling back to one
+//! transaction each), updates judged for conflicts.
+
+use super::*;
+
+/// Consecutive sales of one batch, applied in order on the branch actor.
+pub(super) struct ApplySales {
+    pub(super) pusher: Pusher,
+    pub(super) changes: Vec<Change>,
+    pub(super) span: tracing::Span,
+}
+
+impl Command for ApplySales {
+    type Error = crate::Error;
+    type Output = Vec<(bool, Json)>;
+    const NAME: &'static str = "push_sales";
+
+    async fn run(self, pool: Pool) -> Result<Vec<(bool, Json)>> {
+        let ApplySales {
+            pusher,
+            changes,
+            span,
+        } = self;
+        async move {
+            if changes.len() > 1 {
+                match in_one_transaction(&pool, &pusher, &changes).await {
+                    Ok(answers) => return Ok(answers),
+                    Err(fault) => tracing::warn!(
+                        error = ?fault,
+                        changes = changes.len(),
+                        "pushed sales failed together; applying them one by one"
+                    ),
+                }
+            }
+            // A lone sale, or a run whose shared transaction faulted (none of
+            // it stands): one transaction per change, stopping at the first
+            // fault as a batch always has. What did commit replays.
+            let mut answers = Vec::with_capacity(changes.len());
+            for change in changes {
+                answers.push(apply_change(&pool, &pusher, change).await?);
+            }
+            Ok(answers)
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+/// The run's changes in one transaction, each atomic on its own. Counted
+/// and logged only once the commit stands; a fault returns before that and
+/// nothing of the run is applied.
+pub(super) async fn in_one_transaction(
+    pool: &Pool,
+    pusher: &Pusher,
+    changes: &[Change],
+) -> Result<Vec<(bool, Json)>> {
+    let mut client = pool.get().await?;
+    let mut tx = client.transaction().await?;
+    let mut answered = Vec::with_capacity(changes.len());
+    for change in changes {
+        answered.push(apply_in(&mut tx, pusher, change, true).await?);
+    }
+    tx.commit().await?;
+    Ok(changes
+        .iter()
+        .zip(answered)
+        .map(|(change, a)| a.report(change))
+        .collect())
+}
+
+/// What a change did, before it is written down as the answer.
+pub(super) enum Verdict {
+    Accepted {
+        id: String,
+        icv: Option<i64>,
+        invoice_number: Option<String>,
+    },
+    Conflict(NewConflict),
+    /// An entity or op this server does not apply.
+    Unsupported(String),
+}
+
+/// Applies one change in its own transaction and answers `(accepted,
+/// entry)`. A client mistake is a rejection; a fault of ours or of the
+/// database stops the batch (the device retries; what was applied replays).
+pub(super) async fn apply_change(
+    pool: &Pool,
+    pusher: &Pusher,
+    change: Change,
+) -> Result<(bool, Json)> {
+    let mut client = pool.get().await?;
+    let mut tx = client.transaction().await?;
+    let answered = apply_in(&mut tx, pusher, &change, false).await?;
+    tx.commit().await?;
+    Ok(answered.report(&change))
+}
+
+/// One change inside `tx`: claims its key (or reads back its answer), runs
+/// the effect in a savepoint (a sale in a shared run only when it needs
+/// one), which a rejection rolls back alone, and stores the answer. Any other error is a fault: the caller drops `tx`.
+pub(super) async fn apply_in(
+    tx: &mut Transaction<'_>,
+    pusher: &Pusher,
+    change: &Change,
+    shared: bool,
+) -> Result<Answered> {
+    let cmid = change.client_mutation_id.as_str();
+    if let Some(stored) = claim(tx, pusher.device_id, cmid, change).await? {
+        return Ok(stored);
+    }
+    let verdict = if shared && is_sale(change) {
+        // In a shared run a sale skips the savepoint when it can (see
+        // `sales::create_shared`); a conflict there is a fault, which the
+        // one-transaction-per-change path then answers as before.
+        match new_sale(pusher, cmid, &change.payload) {
+            Ok(new_sale) => crate::sales::create_shared(tx, &new_sale)
+                .await?
+                .map(|made| sold(&made)),
+            Err(e) => Err(e),
+        }
+    } else {
+        let sp = tx.savepoint("change").await?;
+        match effect(&sp, pusher, cmid, change).await {
+            Ok(v) => {
+                sp.commit().await?;
+                Ok(v)
+            }
+            Err(e) if rejects(&e) => {
+                sp.rollback().await?;
+                Err(e)
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let (accepted, answer, entity_id) = match verdict {
+        Ok(Verdict::Accepted {
+            id,
+            icv,
+            invoice_number,
+        }) => {
+            let answer = json!({
+                "client_mutation_id": cmid,
+                "id": id,
+                "icv": icv,
+                "invoice_number": invoice_number,
+            });
+            (true, answer, Some(id))
+        }
+        Ok(Verdict::Conflict(c)) => {
+            let entity_id = c.entity_id.to_string();
+            let origin = Origin {
+                org_id: pusher.org_id,
+                branch_id: pusher.branch_id,
+                device_id: pusher.device_id,
+                user_id: pusher.user_id,
+                client_mutation_id: cmid,
+            };
+            let id = conflicts::insert(&*tx, &origin, c).await?;
+            let mut answer = rejected(cmid, Code::Conflict.as_str(), &id.to_string());
+            answer["conflict_id"] = json!(id);
+            (false, answer, Some(entity_id))
+        }
+        Ok(Verdict::Unsupported(why)) => (
+            false,
+            rejected(cmid, Code::Unsupported.as_str(), &why),
+            None,
+        ),
+        Err(e) => (false, rejection(cmid, &e), None),
+    };
+    store_answer(tx, pusher.device_id, cmid, accepted, &answer, entity_id).await?;
+    Ok(Answered {
+        accepted,
+        answer,
+        replay: None,
+    })
+}
+
+pub(super) fn count(entity: &str, outcome: &str) {
+    let entity = match entity {
+        "sale" | "customer" | "supplier" | "medicine" => entity,
+        _ => "other",
+    };
+    SYNC_CHANGES.with_label_values(&[entity, outcome]).inc();
+}
+
+/// The change's effect, inside its savepoint.
+pub(super) async fn effect<C: GenericClient + Sync>(
+    tx: &C,
+    pusher: &Pusher,
+    cmid: &str,
+    change: &Change,
+) -> Result<Verdict> {
+    let entity = Entity::parse(&change.entity);
+    let supported = match change.entity.as_str() {
+        "sale" => change.op == "create",
+        _ => entity.is_some() && ["create", "update", "delete"].contains(&change.op.as_str()),
+    };
+    if !supported {
+        return Ok(Verdict::Unsupported(format!(
+            "`{}`/`{}` is not a change this server applies.",
+            change.entity, change.op
+        )));
+    }
+    // The REST rule of each entity; a pushed sale is a sale.
+    let action = entity.map_or(Action::Sell, Entity::action);
+    if !action.permits(pusher.role) {
+        return Err(Error::forbidden(format!(
+            "Your role ({}) may not write {} records.",
+            pusher.role, change.entity
+        )));
+    }
+    let Some(entity) = entity else {
+        return sale(tx, pusher, cmid, &change.payload).await;
+    };
+    let payload = &change.payload;
+    match change.op.as_str() {
+        "create" => {
+            let id = optional_id(payload)?;
+            let id = entity.create(tx, payload, id, pusher.role).await?;
+            Ok(accepted_id(id))
+        }
+        "update" => update(tx, pusher, entity, payload).await,
+        _ => {
+            let id = required_id(payload)?;
+            entity.delete(tx, id).await?;
+            Ok(accepted_id(id))
+        }
+    }
+}
+
+pub(super) fn accepted_id(id: Uuid) -> Verdict {
+    Verdict::Accepted {
+        id: id.to_string(),
+        icv: None,
+        invoice_number: None,
+    }
+}
+
+/// A pushed sale: the `POST /sales` body, made on the device's branch, with
+/// the device and mutation id stored on the sale (a unique key backs the
+/// one-effect rule) and an optional `occurred_at` for a sale made offline.
+pub(super) async fn sale<C: GenericClient + Sync>(
+    tx: &C,
+    pusher: &Pusher,
+    cmid: &str,
+    payload: &Json,
+) -> Result<Verdict> {
+    let made = crate::sales::create(tx, &new_sale(pusher, cmid, payload)?).await?;
+    Ok(sold(&made))
+}
+
+pub(super) fn sold(made: &Sale) -> Verdict {
+    Verdict::Accepted {
+        id: made.id.to_string(),
+        icv: Some(made.icv),
+        invoice_number: Some(made.invoice_number.clone()),
+    }
+}
+
+/// A pushed update. With a `base_rev` behind the server row, only the
+/// fields the till changed since its base are written, and if one of them
+/// would overwrite a server value the till never saw, nothing is written: a
+/// conflict is recorded instead.
+pub(super) async fn update<C: GenericClient + Sync>(
+    tx: &C,
+    pusher: &Pusher,
+    entity: Entity,
+    payload: &Json,
+) -> Result<Verdict> {
+    let id = required_id(payload)?;
+    let base_rev = base_rev(payload)?;
+    let sent = entity.changed_fields(payload);
+    if sent.is_empty() {
+        return Err(Error::bad_request("No fields to update"));
+    }
+    let (server, server_rev) = entity
+        .lock_current(tx, id)
+        .await?
+        .ok_or_else(|| entity.not_found())?;
+    let actor = (pusher.user_id, pusher.role);
+    let Some(base_rev) = base_rev.filter(|b| *b < server_rev) else {
+        entity.update(tx, id, sent, actor).await?;
+        return Ok(accepted_id(id));
+    };
+    let base = entity.version_at(tx, id, base_rev).await?;
+    let changed: serde_json::Map<String, Json> = sent
+        .iter()
+        .filter(|(f, v)| match &base {
+            Some(b) => !same(v, b.get(f.as_str()).unwrap_or(&Json::Null)),
+            None => true,
+        })
+        .map(|(f, v)| (f.clone(), v.clone()))
+        .collect();
+    let clash = changed
+        .iter()
+        .any(|(f, v)| !same(v, server.get(f.as_str()).unwrap_or(&Json::Null)));
+    if clash {
+        // Kept only if it could be applied: values the entity would refuse
+        // (too long, wrong shape) or a role may not write are answered now,
+        // not stored for head office.
+        entity
+            .check_update(tx, id, &sent, &changed, pusher.role)
+            .await?;
+        let mut client_version = base.clone().unwrap_or_else(|| server.clone());
+        if let Some(obj) = client_version.as_object_mut() {
+            obj.extend(sent);
+        }
+        return Ok(Verdict::Conflict(NewConflict {
+            entity,
+            entity_id: id,
+            base_rev,
+            server_rev,
+            server_version: server,
+            client_version,
+            base_version: base,
+            payload: entity.stored_payload(payload),
+        }));
+    }
+    if !changed.is_empty() {
+        entity.update(tx, id, changed, actor).await?;
+    }
+    Ok(accepted_id(id))
+}

@@ -1,0 +1,241 @@
+//! Sync push: a till's queued changes, applied by that device's actor one
+//! batch at a time in arrival order.
+//!
+//! Each change is atomic on its own: its effect runs inside a savepoint (or,
+//! for a sale that can only be refused before it writes, without one), so
+//! a rejected change leaves nothing and never sinks the rest of the batch.
+//! Sales go to the branch's actor and through the same code as `POST
+//! /sales`; consecutive sales of a batch (up to `SALES_PER_COMMIT`) travel
+//! there as one message and share one transaction and one commit. Other
+//! changes run on the device's actor, one transaction each. A fault in a
+//! shared transaction rolls it all back and its sales are applied again one
+//! transaction each, stopping at the first fault.
+//!
+//! One effect per `(device_id, client_mutation_id)`, kept forever: a change
+//! first claims its key in `push_mutations` (a second server process pushing
+//! the same key waits on the primary key), then applies its effect, and its
+//! answer is stored in the same commit. A replay reads that answer back
+//! verbatim, whether it was an acceptance or a rejection.
+//!
+//! Where things are: `parse` (a change's shape and payload fields),
+//! `ledger` (claiming a mutation id, storing and replaying answers), `apply`
+//! (the effects, sales runs and their fallback), and here the device
+//! actor's batch command.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::{DateTime, Duration, Utc};
+use deadpool_postgres::{GenericClient, Transaction};
+use sea_query::{Expr, ExprTrait, OnConflict, Query};
+use serde_json::{json, Value as Json};
+use sha2::{Digest, Sha256};
+use tracing::Instrument;
+use uuid::Uuid;
+
+use crate::db::Pool;
+use crate::error::Code;
+use crate::sales::{NewSale, Sale, SaleRequest};
+use crate::{db, Action, Command, Error, Registry, Result, Role};
+use actors::metrics::{SYNC_CHANGES, SYNC_PUSH_SECONDS};
+
+use crate::sync::conflicts::{self, NewConflict, Origin};
+use crate::sync::devices;
+use crate::sync::entities::{same, Entity};
+
+mod apply;
+mod ledger;
+mod parse;
+
+use apply::*;
+use ledger::*;
+pub use parse::*;
+
+/// Most changes one push may carry.
+pub const MAX_CHANGES: usize = 500;
+
+/// Most consecutive sales of a batch applied in one branch-actor message and
+/// one commit: enough to amortise the hop and the WAL flush, few enough that
+/// the branch's other work does not wait long behind one batch.
+pub const SALES_PER_COMMIT: usize = 50;
+
+/// Who pushes, for which device, and where its sales land.
+#[derive(Debug, Clone)]
+pub struct Pusher {
+    pub device_id: Uuid,
+    /// The device's branch: pushed sales are made there.
+    pub branch_id: Uuid,
+    pub user_id: Uuid,
+    pub role: Role,
+    pub org_id: Uuid,
+}
+
+/// The push answer: `accepted[]` and `rejected[]`, each entry exactly as
+/// first answered for its mutation id.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct PushOutcome {
+    pub accepted: Vec<Json>,
+    pub rejected: Vec<Json>,
+}
+
+/// A push batch for the device's actor.
+pub struct PushBatch {
+    pub pusher: Pusher,
+    pub changes: Vec<Change>,
+    pub actors: Arc<Registry>,
+    pub span: tracing::Span,
+}
+
+impl Command for PushBatch {
+    type Error = crate::Error;
+    type Output = PushOutcome;
+    const NAME: &'static str = "push_batch";
+
+    async fn run(self, pool: Pool) -> Result<PushOutcome> {
+        let span = self.span.clone();
+        async move {
+            let started = Instant::now();
+            let result = self.apply(&pool).await;
+            let label = if result.is_ok() { "ok" } else { "error" };
+            SYNC_PUSH_SECONDS
+                .with_label_values(&[label])
+                .observe(started.elapsed().as_secs_f64());
+            match &result {
+                Ok(o) => tracing::info!(
+                    accepted = o.accepted.len(),
+                    rejected = o.rejected.len(),
+                    "push batch applied"
+                ),
+                Err(e) => tracing::warn!(error = ?e, "push batch stopped; the device retries"),
+            }
+            result
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+impl PushBatch {
+    async fn apply(mut self, pool: &Pool) -> Result<PushOutcome> {
+        // Checked again here, in order with the device's other batches: a
+        // batch queued before a revocation is refused once it is revoked.
+        let client = pool.get().await?;
+        let device = devices::get(&client, self.pusher.device_id)
+            .await?
+            .ok_or_else(|| Error::not_found("Device not found"))?;
+        if device.is_revoked() {
+            return Err(Error::forbidden("This device is revoked."));
+        }
+        devices::touch(&client, device.id).await?;
+        drop(client);
+        let mut outcome = PushOutcome::default();
+        let mut changes = std::mem::take(&mut self.changes).into_iter().peekable();
+        while let Some(change) = changes.next() {
+            if !is_sale(&change) {
+                outcome.add(apply_change(pool, &self.pusher, change).await?);
+                continue;
+            }
+            let mut run = vec![change];
+            while run.len() < SALES_PER_COMMIT {
+                match changes.next_if(is_sale) {
+                    Some(next) => run.push(next),
+                    None => break,
+                }
+            }
+            // Sales run on the branch's actor: stock, counter and balances of
+            // a branch change one at a time.
+            let job = ApplySales {
+                pusher: self.pusher.clone(),
+                changes: run,
+                span: tracing::Span::current(),
+            };
+            for answer in self
+                .actors
+                .branch_queued(self.pusher.branch_id, job)
+                .await?
+            {
+                outcome.add(answer);
+            }
+        }
+        Ok(outcome)
+    }
+}
+
+impl PushOutcome {
+    fn add(&mut self, (accepted, answer): (bool, Json)) {
+        if accepted {
+            self.accepted.push(answer);
+        } else {
+            self.rejected.push(answer);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `f` logs, as the plain text formatter writes it.
+    fn captured_logs(f: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .without_time()
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        let bytes = buffer.0.lock().unwrap().clone();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    #[test]
+    fn a_pushed_entity_with_a_newline_is_logged_on_one_line() {
+        let raw = json!({
+            "client_mutation_id": "m-1\nINFO forged",
+            "entity": "x\n2026-01-01T00:00:00Z  INFO admin signed in",
+            "op": "create\r\n",
+            "payload": {},
+        });
+        let change = Change::parse(&raw, 0).expect("a well-formed change");
+        let answered = Answered {
+            accepted: false,
+            answer: json!({"code": "unsupported"}),
+            replay: None,
+        };
+        let out = captured_logs(|| {
+            answered.report(&change);
+        });
+        assert_eq!(out.lines().count(), 1, "{out}");
+        assert!(
+            out.contains(r#"entity="x\n2026-01-01T00:00:00Z  INFO admin signed in""#),
+            "{out}"
+        );
+        assert!(out.contains(r#"op="create\r\n""#), "{out}");
+    }
+
+    #[test]
+    fn long_entity_names_and_messages_are_bounded() {
+        let raw = json!({
+            "client_mutation_id": "m-1",
+            "entity": "e".repeat(MAX_NAME_CHARS + 1),
+            "op": "create",
+            "payload": {},
+        });
+        assert!(Change::parse(&raw, 3).is_err());
+        let answer = rejected("m", "invalid", &"z".repeat(10_000));
+        let message = answer["message"].as_str().unwrap_or_default();
+        assert_eq!(message.chars().count(), MAX_MESSAGE_CHARS + 1);
+    }
+}

@@ -1,0 +1,59 @@
+//! The one write path for synced catalogue rows (branches, medicines,
+//! customers, suppliers): each write allocates a change-log rev, stores it on
+//! the row and returns the row with that rev, for the caller to append its
+//! change under it.
+
+use chrono::Utc;
+use deadpool_postgres::GenericClient;
+use sea_query::{Expr, ExprTrait, Query};
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::sync::changes;
+use crate::{db, Result};
+
+/// Column values of a write, already validated.
+pub type Fields = Vec<(&'static str, sea_query::Value)>;
+
+/// Inserts a row (with a new id unless `fields` names one); returns it (as
+/// `columns`) and its rev.
+pub async fn insert<C: GenericClient + Sync>(
+    tx: &C,
+    table: &'static str,
+    columns: &[&'static str],
+    mut fields: Fields,
+) -> Result<(Row, i64)> {
+    let rev = changes::allocate(tx).await?;
+    if !fields.iter().any(|(col, _)| *col == "id") {
+        fields.push(("id", Uuid::now_v7().into()));
+    }
+    fields.push(("rev", rev.into()));
+    let (cols, vals): (Vec<_>, Vec<_>) = fields.into_iter().unzip();
+    let q = Query::insert()
+        .into_table(table)
+        .columns(cols)
+        .values_panic(vals.into_iter().map(Into::into))
+        .returning(Query::returning().columns(columns.iter().copied()))
+        .to_owned();
+    Ok((db::fetch_one(tx, &q).await?, rev))
+}
+
+/// Sets `fields` on a live (not deleted) row; `None` when there is none.
+pub async fn update<C: GenericClient + Sync>(
+    tx: &C,
+    table: &'static str,
+    columns: &[&'static str],
+    id: Uuid,
+    mut fields: Fields,
+) -> Result<Option<(Row, i64)>> {
+    let rev = changes::allocate(tx).await?;
+    fields.extend([("rev", rev.into()), ("updated_at", Utc::now().into())]);
+    let q = Query::update()
+        .table(table)
+        .values(fields.into_iter().map(|(c, v)| (c, Expr::val(v))))
+        .and_where(Expr::col("id").eq(id))
+        .and_where(Expr::col("is_deleted").eq(false))
+        .returning(Query::returning().columns(columns.iter().copied()))
+        .to_owned();
+    Ok(db::fetch_opt(tx, &q).await?.map(|row| (row, rev)))
+}

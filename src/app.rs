@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::http;
 use crate::state::AppState;
 use crate::telemetry;
+use domain::customers::PaymentDesk;
 use domain::db::Pool;
 use domain::sales::desk::SaleDesk;
 use domain::Registry;
@@ -40,6 +41,7 @@ pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Resu
         pool,
         actors: registry.clone(),
         sales: Arc::new(SaleDesk::new(config.actors.sale_batch_max)),
+        payments: Arc::new(PaymentDesk::new(config.actors.sale_batch_max)),
         tokens: TokenKeys::new(&config.auth),
         config: Arc::new(config),
     });

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use domain::customers::PaymentDesk;
 use domain::db::Pool;
 use domain::sales::desk::SaleDesk;
 use domain::Registry;
@@ -15,6 +16,8 @@ pub struct AppState {
     pub actors: Arc<Registry>,
     /// Where `POST /sales` hands its sales (group commit per branch).
     pub sales: Arc<SaleDesk>,
+    /// Where customer payments go (group commit per branch, like sales).
+    pub payments: Arc<PaymentDesk>,
     pub config: Arc<Config>,
     pub tokens: TokenKeys,
 }

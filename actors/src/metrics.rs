@@ -96,11 +96,21 @@ pub static SYNC_PUSH_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
     ))
 });
 
-pub static SALE_BATCH_SIZE: LazyLock<HistogramVec> = LazyLock::new(|| {
+/// Named for its first user; `kind` is `branch` for sales (as it always
+/// was) and `payment` for payments.
+pub static GROUP_SIZE: LazyLock<HistogramVec> = LazyLock::new(|| {
     registered(register_histogram_vec!(
         "sale_batch_size",
-        "REST sales of one branch made in one transaction (group commit)",
+        "Requests of one branch made in one transaction (group commit): kind branch = sales, payment = payments",
         &["kind"],
         vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0]
+    ))
+});
+
+pub static GROUP_FALLBACKS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    registered(register_int_counter_vec!(
+        "group_commit_fallbacks_total",
+        "Groups whose shared transaction failed and whose requests were made one by one",
+        &["kind"]
     ))
 });

@@ -13,6 +13,7 @@
 // Shared
 pub mod db;
 pub mod error;
+pub mod group_commit;
 pub mod input;
 pub mod paging;
 pub mod role;

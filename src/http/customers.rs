@@ -216,7 +216,10 @@ pub async fn pay(
             .map(|c| input::required_text("client_mutation_id", &c, 200))
             .transpose()?,
     };
-    let receipt = state.actors.branch(branch_id, payment).await?;
+    let receipt = state
+        .payments
+        .submit(&state.actors, branch_id, payment)
+        .await?;
     if receipt.replayed {
         return Ok(HttpResponse::Ok()
             .insert_header(("Idempotent-Replay", "true"))

@@ -43,7 +43,10 @@ pub async fn create(
     caller.require(Action::Sell)?;
     let branch_id = caller.branch_scope(body.branch_id)?;
     let sale = body.validate(branch_id, caller.user_id, caller.role)?;
-    let outcome = state.sales.sell(&state.actors, sale).await?;
+    let outcome = state
+        .sales
+        .submit(&state.actors, sale.branch_id, sale)
+        .await?;
     if outcome.replayed {
         return Ok(HttpResponse::Ok()
             .insert_header(("Idempotent-Replay", "true"))

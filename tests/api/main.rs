@@ -25,6 +25,7 @@ mod devdb;
 mod devices;
 mod errors;
 mod fuzz_bodies;
+mod group_writer;
 mod input_controls;
 mod isolation;
 mod limits;

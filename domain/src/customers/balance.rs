@@ -150,7 +150,7 @@ pub async fn emit<C: GenericClient + Sync>(
     changes::append(tx, rev, customer_change(customer, op)?).await
 }
 
-fn customer_change(customer: &Customer, op: Op) -> Result<Change<'static>> {
+pub(super) fn customer_change(customer: &Customer, op: Op) -> Result<Change<'static>> {
     Ok(Change {
         entity: "customer",
         entity_id: customer.id.to_string(),
@@ -160,7 +160,7 @@ fn customer_change(customer: &Customer, op: Op) -> Result<Change<'static>> {
     })
 }
 
-fn ledger_change(row: &LedgerRow) -> Result<Change<'static>> {
+pub(super) fn ledger_change(row: &LedgerRow) -> Result<Change<'static>> {
     Ok(Change {
         entity: "customer_ledger",
         entity_id: row.id.to_string(),
@@ -393,8 +393,9 @@ pub struct PaymentReceipt {
 }
 
 /// A payment against a customer's balance, through the branch actor where
-/// it is taken. The conditional update (`current_balance >= amount`) keeps
+/// it is taken (grouped with the branch's other payments: `payments`). The conditional update (`current_balance >= amount`) keeps
 /// the balance from going below zero whatever the number of processes.
+#[derive(Debug, Clone)]
 pub struct RecordPayment {
     pub customer_id: Uuid,
     pub branch_id: Uuid,
@@ -407,7 +408,7 @@ pub struct RecordPayment {
 
 impl RecordPayment {
     /// What tells a retry from a different payment under the same id.
-    fn digest(&self) -> String {
+    pub(super) fn digest(&self) -> String {
         format!("{}:{}", self.branch_id, wire::two_places(self.amount))
     }
 }
@@ -453,10 +454,10 @@ impl actors::runtime::Command for RecordPayment {
     }
 }
 
-struct RetryKey<'a> {
-    customer_id: Uuid,
-    client_mutation_id: Option<&'a str>,
-    digest: &'a str,
+pub(super) struct RetryKey<'a> {
+    pub(super) customer_id: Uuid,
+    pub(super) client_mutation_id: Option<&'a str>,
+    pub(super) digest: &'a str,
 }
 
 async fn replay_payment<C: GenericClient + Sync>(
@@ -474,7 +475,7 @@ async fn replay_payment<C: GenericClient + Sync>(
 
 /// The receipt of the earlier payment with this mutation id, if any; 409
 /// when that id was used for a different payment.
-async fn lookup_payment<C: GenericClient + Sync>(
+pub(super) async fn lookup_payment<C: GenericClient + Sync>(
     c: &C,
     key: RetryKey<'_>,
 ) -> Result<Option<PaymentReceipt>> {

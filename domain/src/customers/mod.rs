@@ -2,7 +2,9 @@
 //! the ledger that explains every movement.
 
 mod balance;
+mod payments;
 mod records;
 
 pub use balance::*;
+pub use payments::{PaymentDesk, Payments};
 pub use records::*;

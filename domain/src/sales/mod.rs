@@ -50,6 +50,7 @@ use actors::runtime::Command;
 
 mod chain;
 pub mod desk;
+mod group;
 mod model;
 mod plan;
 mod prescription;
@@ -58,6 +59,7 @@ mod request;
 mod write;
 
 pub use chain::*;
+pub(crate) use group::make_all;
 pub use model::*;
 use plan::*;
 use prescription::*;

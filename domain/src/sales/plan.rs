@@ -131,113 +131,21 @@ pub(super) async fn prepare<'a, C: GenericClient + Sync>(
             }
         }
     )?;
-    for (i, line) in sale.lines.iter().enumerate() {
-        if !catalogue.contains_key(&line.medicine_id) {
-            return Err(Error::validation(
-                format!("items[{i}].medicine_id"),
-                "This medicine does not exist or is not active.",
-            ));
-        }
-    }
-    // A price below the selling price is an override: refused unless the
-    // seller's role may make it (before any lock is waited for).
-    let mut overrides = Vec::new();
-    for line in &sale.lines {
-        let product = &catalogue[&line.medicine_id];
-        match line.unit_price {
-            Some(price) if price < product.selling_price => {
-                if !Action::OverridePrice.permits(sale.role) {
-                    return Err(Error::forbidden(format!(
-                        "Selling {} at {}, below its selling price of {}, needs an admin, \
-                         a branch manager or a pharmacist.",
-                        product.name,
-                        wire::two_places(price),
-                        wire::two_places(product.selling_price)
-                    )));
-                }
-                overrides.push(Override {
-                    medicine_id: line.medicine_id,
-                    quantity: line.quantity,
-                    selling_price: product.selling_price,
-                    unit_price: price,
-                });
-            }
-            _ => {}
-        }
-    }
-    // A controlled medicine needs a prescription whatever its
-    // `requires_prescription` flag says.
-    let needs_rx = sale.lines.iter().find_map(|l| {
-        let p = &catalogue[&l.medicine_id];
-        match (p.is_controlled, p.requires_prescription) {
-            (true, _) => Some(format!("{} is a controlled medicine", p.name)),
-            (false, true) => Some(format!("{} is prescription-only", p.name)),
-            _ => None,
-        }
-    });
-    let dispense = match (sale.prescription_id, needs_rx) {
+    check_catalogue(sale, &catalogue)?;
+    let overrides = price_overrides(sale, &catalogue)?;
+    let dispense = match (sale.prescription_id, needs_prescription(sale, &catalogue)) {
         (Some(id), _) => {
             let rx = prescription(tx, id, sale.branch_id).await?;
             Some(Dispense::check(rx, sale, &catalogue)?)
         }
-        (None, Some(why)) => {
-            return Err(Error::rule(
-                Code::PrescriptionRequired,
-                "prescription_id",
-                format!(
-                    "{why}: give the `prescription_id` of a pending prescription that lists it."
-                ),
-            ));
-        }
+        (None, Some(why)) => return Err(prescription_required(why)),
         (None, None) => None,
     };
     let mut lots = match locked {
         Some(lots) => lots,
         None => stock::lock_sellable(tx, sale.branch_id, &ids).await?,
     };
-    let mut pieces = Vec::new();
-    for (i, line) in sale.lines.iter().enumerate() {
-        let product = &catalogue[&line.medicine_id];
-        let unit_price = line.unit_price.unwrap_or(product.selling_price);
-        if product.max_public_price > Decimal::ZERO && unit_price > product.max_public_price {
-            return Err(Error::validation(
-                format!("items[{i}].unit_price"),
-                format!(
-                    "The price {} of {} is above its maximum public price of {}.",
-                    wire::two_places(unit_price),
-                    product.name,
-                    wire::two_places(product.max_public_price)
-                ),
-            ));
-        }
-        let available = stock::available(&lots, line.medicine_id);
-        let picks = stock::pick(&mut lots, line.medicine_id, line.quantity).ok_or_else(|| {
-            Error::rule(
-                Code::InsufficientStock,
-                format!("items[{i}].quantity"),
-                format!(
-                    "Not enough sellable stock of {}: {} requested, {} available.",
-                    product.name, line.quantity, available
-                ),
-            )
-        })?;
-        let rate = if product.vat_category == "standard" {
-            standard
-        } else {
-            Decimal::ZERO
-        };
-        for (lot, qty) in picks {
-            pieces.push(Piece {
-                medicine_id: line.medicine_id,
-                batch_id: lot.batch_id,
-                quantity: qty,
-                unit_price,
-                cost: lot.unit_cost,
-                rate,
-                gross: unit_price * Decimal::from(qty),
-            });
-        }
-    }
+    let pieces = pick_pieces(sale, &catalogue, &mut lots, standard)?;
     let coupon = match &sale.coupon_code {
         Some(code) => Some(usable_coupon(tx, code).await?),
         None => None,
@@ -265,26 +173,7 @@ pub(super) async fn prepare<'a, C: GenericClient + Sync>(
 
     let sale_id = Uuid::now_v7();
     let created_at = sale.occurred_at.unwrap_or_else(Utc::now).trunc_subsecs(6);
-    let mut items = Vec::with_capacity(pieces.len());
-    for (p, discount) in pieces.iter().zip(&discounts) {
-        // The discount comes off the VAT-inclusive gross; the VAT is what
-        // the rest (what is paid) contains.
-        let line_total = p.gross - discount;
-        let vat_amount = vat_included(line_total, p.rate);
-        items.push(SaleItem {
-            id: Uuid::now_v7(),
-            medicine_id: p.medicine_id,
-            medicine_name: catalogue[&p.medicine_id].name.clone(),
-            batch_id: p.batch_id,
-            quantity: p.quantity,
-            unit_price: wire::two_places(p.unit_price),
-            discount: wire::two_places(*discount),
-            line_total: wire::two_places(line_total),
-            vat_rate: percent(p.rate),
-            vat_amount,
-            cost_at_sale: wire::two_places(p.cost),
-        });
-    }
+    let items = line_items(&pieces, &discounts, &catalogue);
     let totals = totals(&items);
 
     // A cash or card sale's customer must exist (a credit customer is
@@ -310,6 +199,169 @@ pub(super) async fn prepare<'a, C: GenericClient + Sync>(
         created_at,
         totals,
     })
+}
+
+/// Every line names an active medicine.
+pub(super) fn check_catalogue(sale: &NewSale, catalogue: &HashMap<Uuid, Product>) -> Result<()> {
+    for (i, line) in sale.lines.iter().enumerate() {
+        if !catalogue.contains_key(&line.medicine_id) {
+            return Err(Error::validation(
+                format!("items[{i}].medicine_id"),
+                "This medicine does not exist or is not active.",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The lines priced below their selling price. Such a price is refused
+/// unless the seller's role may override prices (before any lock is
+/// waited for). Call after `check_catalogue`.
+pub(super) fn price_overrides(
+    sale: &NewSale,
+    catalogue: &HashMap<Uuid, Product>,
+) -> Result<Vec<Override>> {
+    let mut overrides = Vec::new();
+    for line in &sale.lines {
+        let Some(product) = catalogue.get(&line.medicine_id) else {
+            continue;
+        };
+        match line.unit_price {
+            Some(price) if price < product.selling_price => {
+                if !Action::OverridePrice.permits(sale.role) {
+                    return Err(Error::forbidden(format!(
+                        "Selling {} at {}, below its selling price of {}, needs an admin, \
+                         a branch manager or a pharmacist.",
+                        product.name,
+                        wire::two_places(price),
+                        wire::two_places(product.selling_price)
+                    )));
+                }
+                overrides.push(Override {
+                    medicine_id: line.medicine_id,
+                    quantity: line.quantity,
+                    selling_price: product.selling_price,
+                    unit_price: price,
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(overrides)
+}
+
+/// Why the sale needs a prescription, if it does: a controlled medicine
+/// always does, whatever its `requires_prescription` flag says.
+pub(super) fn needs_prescription(
+    sale: &NewSale,
+    catalogue: &HashMap<Uuid, Product>,
+) -> Option<String> {
+    sale.lines.iter().find_map(|l| {
+        let p = catalogue.get(&l.medicine_id)?;
+        match (p.is_controlled, p.requires_prescription) {
+            (true, _) => Some(format!("{} is a controlled medicine", p.name)),
+            (false, true) => Some(format!("{} is prescription-only", p.name)),
+            _ => None,
+        }
+    })
+}
+
+pub(super) fn prescription_required(why: String) -> Error {
+    Error::rule(
+        Code::PrescriptionRequired,
+        "prescription_id",
+        format!("{why}: give the `prescription_id` of a pending prescription that lists it."),
+    )
+}
+
+/// Prices every line and picks its stock first-expiry-first-out from
+/// `lots` (which it takes the quantities from). Call after
+/// `check_catalogue`.
+pub(super) fn pick_pieces(
+    sale: &NewSale,
+    catalogue: &HashMap<Uuid, Product>,
+    lots: &mut [stock::Lot],
+    standard: Decimal,
+) -> Result<Vec<Piece>> {
+    let mut pieces = Vec::new();
+    for (i, line) in sale.lines.iter().enumerate() {
+        let product = catalogue
+            .get(&line.medicine_id)
+            .ok_or_else(|| Error::internal("a line's medicine left the catalogue"))?;
+        let unit_price = line.unit_price.unwrap_or(product.selling_price);
+        if product.max_public_price > Decimal::ZERO && unit_price > product.max_public_price {
+            return Err(Error::validation(
+                format!("items[{i}].unit_price"),
+                format!(
+                    "The price {} of {} is above its maximum public price of {}.",
+                    wire::two_places(unit_price),
+                    product.name,
+                    wire::two_places(product.max_public_price)
+                ),
+            ));
+        }
+        let available = stock::available(lots, line.medicine_id);
+        let picks = stock::pick(lots, line.medicine_id, line.quantity).ok_or_else(|| {
+            Error::rule(
+                Code::InsufficientStock,
+                format!("items[{i}].quantity"),
+                format!(
+                    "Not enough sellable stock of {}: {} requested, {} available.",
+                    product.name, line.quantity, available
+                ),
+            )
+        })?;
+        let rate = if product.vat_category == "standard" {
+            standard
+        } else {
+            Decimal::ZERO
+        };
+        for (lot, qty) in picks {
+            pieces.push(Piece {
+                medicine_id: line.medicine_id,
+                batch_id: lot.batch_id,
+                quantity: qty,
+                unit_price,
+                cost: lot.unit_cost,
+                rate,
+                gross: unit_price * Decimal::from(qty),
+            });
+        }
+    }
+    Ok(pieces)
+}
+
+/// The sale's lines as answered, from its pieces and their discounts.
+pub(super) fn line_items(
+    pieces: &[Piece],
+    discounts: &[Decimal],
+    catalogue: &HashMap<Uuid, Product>,
+) -> Vec<SaleItem> {
+    pieces
+        .iter()
+        .zip(discounts)
+        .map(|(p, discount)| {
+            // The discount comes off the VAT-inclusive gross; the VAT is
+            // what the rest (what is paid) contains.
+            let line_total = p.gross - discount;
+            SaleItem {
+                id: Uuid::now_v7(),
+                medicine_id: p.medicine_id,
+                medicine_name: catalogue
+                    .get(&p.medicine_id)
+                    .map(|m| m.name.clone())
+                    .unwrap_or_default(),
+                batch_id: p.batch_id,
+                quantity: p.quantity,
+                unit_price: wire::two_places(p.unit_price),
+                discount: wire::two_places(*discount),
+                line_total: wire::two_places(line_total),
+                vat_rate: percent(p.rate),
+                vat_amount: vat_included(line_total, p.rate),
+                cost_at_sale: wire::two_places(p.cost),
+            }
+        })
+        .collect()
 }
 
 /// The VAT an amount at `rate` (0.18 for 18 %) contains, VAT included:

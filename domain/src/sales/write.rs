@@ -3,8 +3,9 @@
 
 use super::*;
 
-/// The audit-log entry of a price override.
-pub(super) fn override_stmt(s: &Sale, o: &Override) -> Stmt {
+/// What a price override's audit-log entry records: the price before and
+/// the price given, with the line and the invoice.
+pub(super) fn override_images(s: &Sale, o: &Override) -> (serde_json::Value, serde_json::Value) {
     let before = serde_json::json!({
         "medicine_id": o.medicine_id,
         "unit_price": wire::two_places(o.selling_price),
@@ -16,6 +17,12 @@ pub(super) fn override_stmt(s: &Sale, o: &Override) -> Stmt {
         "branch_id": s.branch_id,
         "invoice_number": s.invoice_number,
     });
+    (before, after)
+}
+
+/// The audit-log entry of a price override.
+pub(super) fn override_stmt(s: &Sale, o: &Override) -> Stmt {
+    let (before, after) = override_images(s, o);
     let q = Query::insert()
         .into_table("audit_log")
         .columns([

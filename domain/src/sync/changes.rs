@@ -70,6 +70,12 @@ pub fn allocate_stmt() -> Stmt {
 
 /// `allocate` for `n` revs at once (one round trip), in ascending order.
 pub async fn allocate_many<C: GenericClient + Sync>(tx: &C, n: usize) -> Result<Vec<i64>> {
+    let rows = db::run(tx, &allocate_many_stmt(n)?).await?;
+    Ok(revs_of(&rows))
+}
+
+/// The statement of `allocate_many`, for a pipeline (`revs_of` reads it).
+pub fn allocate_many_stmt(n: usize) -> Result<Stmt> {
     let n = i32::try_from(n).map_err(crate::Error::internal)?;
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
@@ -77,10 +83,14 @@ pub async fn allocate_many<C: GenericClient + Sync>(tx: &C, n: usize) -> Result<
            FROM (SELECT pg_advisory_xact_lock_shared({REV_LOCK_KEY})) AS rev_lock,
                 generate_series(1, {n})"#
     );
-    let rows = db::raw_all(tx, &q.sql, q.values).await?;
+    Ok(Stmt::raw(q.sql, q.values))
+}
+
+/// The revs `allocate_many_stmt` answered, in ascending order.
+pub fn revs_of(rows: &[tokio_postgres::Row]) -> Vec<i64> {
     let mut revs: Vec<i64> = rows.iter().map(|r| r.get::<_, i64>(0)).collect();
     revs.sort_unstable();
-    Ok(revs)
+    revs
 }
 
 /// Appends several change rows (revs from `allocate`) in one statement.
@@ -119,6 +129,34 @@ pub fn append_all_stmt(rows: Vec<(i64, Change<'_>)>) -> Option<InsertStatement> 
         ]);
     }
     Some(q)
+}
+
+/// `append_all_stmt` with constant text, however many rows: the rows as
+/// arrays (`unnest`), so one prepared statement serves every group size.
+pub fn append_unnest_stmt(rows: Vec<(i64, Change<'_>)>) -> Stmt {
+    let mut revs = Vec::with_capacity(rows.len());
+    let mut entities = Vec::with_capacity(rows.len());
+    let mut ids = Vec::with_capacity(rows.len());
+    let mut ops = Vec::with_capacity(rows.len());
+    let mut branches = Vec::with_capacity(rows.len());
+    let mut payloads = Vec::with_capacity(rows.len());
+    for (rev, c) in rows {
+        revs.push(rev);
+        entities.push(c.entity.to_owned());
+        ids.push(c.entity_id);
+        ops.push(c.op.as_str().to_owned());
+        branches.push(c.branch_id.map(|b| b.to_string()).unwrap_or_default());
+        payloads.push(c.payload.to_string());
+    }
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"INSERT INTO change_log (rev, entity, entity_id, op, branch_id, payload)
+           SELECT c.rev, c.entity, c.entity_id, c.op, nullif(c.branch, '')::uuid, c.payload::jsonb
+           FROM unnest({revs}::int8[], {entities}::text[], {ids}::text[], {ops}::text[],
+                       {branches}::text[], {payloads}::text[])
+             AS c(rev, entity, entity_id, op, branch, payload)"#
+    );
+    Stmt::raw(q.sql, q.values)
 }
 
 /// Appends the change row for a rev from `allocate`.

@@ -71,7 +71,7 @@ fn stop_test_cluster() {
 static TEST_CLUSTER_STARTED: OnceLock<ClusterSpec> = OnceLock::new();
 
 /// Connection string to the maintenance database of the test server.
-fn admin_conninfo() -> &'static str {
+pub fn admin_conninfo() -> &'static str {
     static CONNINFO: OnceLock<String> = OnceLock::new();
     CONNINFO.get_or_init(|| {
         if let Ok(url) = std::env::var("TEST_DATABASE_URL") {
@@ -93,7 +93,7 @@ pub fn test_cluster_dir() -> Option<PathBuf> {
 }
 
 /// Replaces the database name of a libpq-style or URL connection string.
-fn with_dbname(conninfo: &str, dbname: &str) -> String {
+pub fn with_dbname(conninfo: &str, dbname: &str) -> String {
     if conninfo.starts_with("postgres://") || conninfo.starts_with("postgresql://") {
         let (base, query) = conninfo
             .split_once('?')
@@ -118,7 +118,7 @@ fn with_dbname(conninfo: &str, dbname: &str) -> String {
     }
 }
 
-async fn admin_client() -> tokio_postgres::Client {
+pub async fn admin_client() -> tokio_postgres::Client {
     let (client, conn) = tokio_postgres::connect(admin_conninfo(), NoTls)
         .await
         .expect("connect to the test server");
@@ -434,6 +434,27 @@ impl TestApp {
             .await
             .expect("invariant query");
         assert!(broken.is_empty(), "invariants broken: {broken:#?}");
+    }
+}
+
+impl TestApp {
+    /// Stops the server and closes the pool, keeping the database (until
+    /// the app is dropped): nothing is connected to it afterwards.
+    pub fn stop_server(&self) {
+        let handle = self.handle.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(handle.stop(false));
+        })
+        .join();
+        self.pool.close();
+    }
+
+    pub fn db_name(&self) -> &str {
+        &self.db_name
     }
 }
 

@@ -47,9 +47,12 @@ impl Command for ApplySales {
     }
 }
 
-/// The run's changes in one transaction, each atomic on its own. Counted
-/// and logged only once the commit stands; a fault returns before that and
-/// nothing of the run is applied.
+/// The run's sales in one transaction, in a constant number of round
+/// trips: every mutation id claimed (and every replay read) in one
+/// pipelined round trip, the new sales made by the group writer
+/// (`sales::make_all`, the path of `POST /sales`), and every answer stored
+/// in one statement. Counted and logged only once the commit stands; a
+/// fault returns before that and nothing of the run is applied.
 pub(super) async fn in_one_transaction(
     pool: &Pool,
     pusher: &Pusher,
@@ -57,16 +60,82 @@ pub(super) async fn in_one_transaction(
 ) -> Result<Vec<(bool, Json)>> {
     let mut client = pool.get().await?;
     let mut tx = client.transaction().await?;
-    let mut answered = Vec::with_capacity(changes.len());
-    for change in changes {
-        answered.push(apply_in(&mut tx, pusher, change, true).await?);
+    let claimed = claim_all(&tx, pusher.device_id, changes).await?;
+    let mut answered: Vec<Option<Answered>> = Vec::with_capacity(changes.len());
+    let mut fresh = Vec::new();
+    let mut fresh_at = Vec::new();
+    let mut repeats = Vec::new();
+    for (k, (change, claim)) in changes.iter().zip(claimed).enumerate() {
+        match claim {
+            Claim::Stored(stored) => answered.push(Some(stored)),
+            Claim::Repeat(first) => {
+                repeats.push((k, first));
+                answered.push(None);
+            }
+            Claim::New => {
+                let cmid = change.client_mutation_id.as_str();
+                match new_sale(pusher, cmid, &change.payload) {
+                    Ok(sale) => {
+                        fresh.push(sale);
+                        fresh_at.push(k);
+                        answered.push(None);
+                    }
+                    Err(e) => answered.push(Some(sale_answer(cmid, Err(e)))),
+                }
+            }
+        }
     }
+    let refs: Vec<&NewSale> = fresh.iter().collect();
+    let made = crate::sales::make_all(&mut tx, &refs).await?;
+    for (k, outcome) in fresh_at.into_iter().zip(made) {
+        if let (Some(slot), Some(change)) = (answered.get_mut(k), changes.get(k)) {
+            let cmid = change.client_mutation_id.as_str();
+            *slot = Some(sale_answer(cmid, outcome));
+        }
+    }
+    // Repeats after their firsts: a repeat never comes before its first.
+    for (k, first) in repeats {
+        let repeat = match (answered.get(first), changes.get(first), changes.get(k)) {
+            (Some(Some(a)), Some(first_change), Some(change)) => repeat_of(a, first_change, change),
+            _ => return Err(Error::internal("a repeated mutation id lost its first")),
+        };
+        if let Some(slot) = answered.get_mut(k) {
+            *slot = Some(repeat);
+        }
+    }
+    let answered: Vec<Answered> = answered
+        .into_iter()
+        .map(|a| a.ok_or_else(|| Error::internal("a pushed sale went unanswered")))
+        .collect::<Result<_>>()?;
+    store_answers(&tx, pusher.device_id, changes, &answered).await?;
     tx.commit().await?;
     Ok(changes
         .iter()
         .zip(answered)
         .map(|(change, a)| a.report(change))
         .collect())
+}
+
+/// The first answer of a pushed sale: accepted with its figures, or
+/// rejected as its refusal would be over REST.
+fn sale_answer(cmid: &str, made: Result<Sale>) -> Answered {
+    let (accepted, answer) = match made {
+        Ok(sale) => (
+            true,
+            json!({
+                "client_mutation_id": cmid,
+                "id": sale.id.to_string(),
+                "icv": sale.icv,
+                "invoice_number": sale.invoice_number,
+            }),
+        ),
+        Err(e) => (false, rejection(cmid, &e)),
+    };
+    Answered {
+        accepted,
+        answer,
+        replay: None,
+    }
 }
 
 /// What a change did, before it is written down as the answer.
@@ -91,35 +160,24 @@ pub(super) async fn apply_change(
 ) -> Result<(bool, Json)> {
     let mut client = pool.get().await?;
     let mut tx = client.transaction().await?;
-    let answered = apply_in(&mut tx, pusher, &change, false).await?;
+    let answered = apply_in(&mut tx, pusher, &change).await?;
     tx.commit().await?;
     Ok(answered.report(&change))
 }
 
 /// One change inside `tx`: claims its key (or reads back its answer), runs
-/// the effect in a savepoint (a sale in a shared run only when it needs
-/// one), which a rejection rolls back alone, and stores the answer. Any other error is a fault: the caller drops `tx`.
+/// the effect in a savepoint, which a rejection rolls back alone, and
+/// stores the answer. Any other error is a fault: the caller drops `tx`.
 pub(super) async fn apply_in(
     tx: &mut Transaction<'_>,
     pusher: &Pusher,
     change: &Change,
-    shared: bool,
 ) -> Result<Answered> {
     let cmid = change.client_mutation_id.as_str();
     if let Some(stored) = claim(tx, pusher.device_id, cmid, change).await? {
         return Ok(stored);
     }
-    let verdict = if shared && is_sale(change) {
-        // In a shared run a sale skips the savepoint when it can (see
-        // `sales::create_shared`); a conflict there is a fault, which the
-        // one-transaction-per-change path then answers as before.
-        match new_sale(pusher, cmid, &change.payload) {
-            Ok(new_sale) => crate::sales::create_shared(tx, &new_sale)
-                .await?
-                .map(|made| sold(&made)),
-            Err(e) => Err(e),
-        }
-    } else {
+    let verdict = {
         let sp = tx.savepoint("change").await?;
         match effect(&sp, pusher, cmid, change).await {
             Ok(v) => {

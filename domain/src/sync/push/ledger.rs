@@ -86,9 +86,109 @@ pub(super) async fn claim(
         .and_where(Expr::col("client_mutation_id").eq(cmid))
         .to_owned();
     let row = db::fetch_one(tx, &q).await?;
+    stored_answer(&row, cmid, change).map(Some)
+}
+
+/// How a change of a run stands after `claim_all`.
+pub(super) enum Claim {
+    /// Claimed now: apply it.
+    New,
+    /// Answered by an earlier commit (or refused as a mismatch).
+    Stored(Answered),
+    /// Its key is the key of the change at this earlier index of the run.
+    Repeat(usize),
+}
+
+/// `claim` for a run of changes in one pipelined round trip: the keys
+/// claimed in one statement, then every key of the run read back.
+pub(super) async fn claim_all(
+    tx: &Transaction<'_>,
+    device_id: Uuid,
+    changes: &[Change],
+) -> Result<Vec<Claim>> {
+    let cmids: Vec<String> = changes
+        .iter()
+        .map(|c| c.client_mutation_id.clone())
+        .collect();
+    let digests: Vec<String> = changes.iter().map(|c| c.digest.clone()).collect();
+    let entities: Vec<String> = changes.iter().map(|c| c.entity.clone()).collect();
+    let ops: Vec<String> = changes.iter().map(|c| c.op.clone()).collect();
+    let insert = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"INSERT INTO push_mutations (device_id, client_mutation_id, request_digest, entity, op)
+           SELECT {device_id}, k.cmid, k.digest, k.entity, k.op
+           FROM unnest({cmids}::text[], {digests}::text[], {entities}::text[], {ops}::text[])
+             AS k(cmid, digest, entity, op)
+           ON CONFLICT (device_id, client_mutation_id) DO NOTHING
+           RETURNING client_mutation_id"#
+    );
+    let read = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT client_mutation_id, request_digest, outcome, answer FROM push_mutations
+           WHERE device_id = {device_id} AND client_mutation_id = ANY({cmids})"#
+    );
+    let answers = db::pipeline(
+        tx,
+        &[
+            db::Stmt::raw(insert.sql, insert.values),
+            db::Stmt::raw(read.sql, read.values),
+        ],
+    )
+    .await?;
+    let [claimed, stored] = answers.as_slice() else {
+        return Err(Error::internal("the claim's pipeline answered short"));
+    };
+    let claimed: std::collections::HashSet<String> = claimed.iter().map(|r| r.get(0)).collect();
+    let stored: std::collections::HashMap<String, &tokio_postgres::Row> =
+        stored.iter().map(|r| (r.get(0), r)).collect();
+    let mut first: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut out = Vec::with_capacity(changes.len());
+    for (k, change) in changes.iter().enumerate() {
+        let cmid = change.client_mutation_id.as_str();
+        if let Some(earlier) = first.get(cmid) {
+            out.push(Claim::Repeat(*earlier));
+            continue;
+        }
+        first.insert(cmid, k);
+        if claimed.contains(cmid) {
+            out.push(Claim::New);
+            continue;
+        }
+        let row = stored
+            .get(cmid)
+            .ok_or_else(|| Error::internal("a claimed mutation id vanished"))?;
+        out.push(Claim::Stored(stored_answer(row, cmid, change)?));
+    }
+    Ok(out)
+}
+
+/// The answer of a change repeating the key of `first` earlier in its run:
+/// `first`'s answer replayed, or `idempotency_mismatch` when the payloads
+/// differ.
+pub(super) fn repeat_of(first: &Answered, first_change: &Change, change: &Change) -> Answered {
+    if first_change.digest != change.digest {
+        return Answered {
+            accepted: false,
+            answer: rejected(
+                &change.client_mutation_id,
+                Code::IdempotencyMismatch.as_str(),
+                "This client_mutation_id was already used for a different change.",
+            ),
+            replay: Some("idempotency_mismatch"),
+        };
+    }
+    Answered {
+        accepted: first.accepted,
+        answer: first.answer.clone(),
+        replay: Some("replayed"),
+    }
+}
+
+/// What an earlier commit answered for this key (or the mismatch).
+fn stored_answer(row: &tokio_postgres::Row, cmid: &str, change: &Change) -> Result<Answered> {
     let digest: String = row.get("request_digest");
     if digest != change.digest {
-        return Ok(Some(Answered {
+        return Ok(Answered {
             accepted: false,
             answer: rejected(
                 cmid,
@@ -96,7 +196,7 @@ pub(super) async fn claim(
                 "This client_mutation_id was already used for a different change.",
             ),
             replay: Some("idempotency_mismatch"),
-        }));
+        });
     }
     let (Some(outcome), Some(answer)) = (
         row.get::<_, Option<String>>("outcome"),
@@ -105,11 +205,50 @@ pub(super) async fn claim(
         return Err(Error::busy("This change is being applied; please retry."));
     };
     let answer: Json = serde_json::from_str(&answer).map_err(Error::internal)?;
-    Ok(Some(Answered {
+    Ok(Answered {
         accepted: outcome == "accepted",
         answer,
         replay: Some("replayed"),
-    }))
+    })
+}
+
+/// `store_answer` for a run: every new answer in one statement (replayed
+/// answers are already stored).
+pub(super) async fn store_answers(
+    tx: &Transaction<'_>,
+    device_id: Uuid,
+    changes: &[Change],
+    answered: &[Answered],
+) -> Result<()> {
+    let mut cmids = Vec::new();
+    let mut outcomes = Vec::new();
+    let mut answers = Vec::new();
+    let mut entity_ids = Vec::new();
+    for (change, a) in changes.iter().zip(answered) {
+        if a.replay.is_some() {
+            continue;
+        }
+        cmids.push(change.client_mutation_id.clone());
+        outcomes.push(if a.accepted { "accepted" } else { "rejected" }.to_owned());
+        answers.push(a.answer.to_string());
+        entity_ids.push(match a.accepted {
+            true => a.answer["id"].as_str().unwrap_or_default().to_owned(),
+            false => String::new(),
+        });
+    }
+    if cmids.is_empty() {
+        return Ok(());
+    }
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"UPDATE push_mutations p
+           SET outcome = a.outcome, answer = a.answer, entity_id = nullif(a.entity_id, '')
+           FROM unnest({cmids}::text[], {outcomes}::text[], {answers}::text[],
+                       {entity_ids}::text[]) AS a(cmid, outcome, answer, entity_id)
+           WHERE p.device_id = {device_id} AND p.client_mutation_id = a.cmid"#
+    );
+    db::raw_all(tx, &q.sql, q.values).await?;
+    Ok(())
 }
 
 pub(super) async fn store_answer(

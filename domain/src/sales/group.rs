@@ -318,7 +318,8 @@ async fn write_run<C: GenericClient + Sync>(
         ));
     }
     // The sales before their lines (foreign key).
-    let mut second = vec![sales_stmt(planned), items_stmt(planned)];
+    let made: Vec<&Sale> = planned.iter().map(|p| &p.sale).collect();
+    let mut second = vec![sales_stmt(planned), items_stmt(&made)];
     if planned.iter().any(|p| !p.overrides.is_empty()) {
         second.push(overrides_stmt(planned));
     }
@@ -415,17 +416,18 @@ fn sales_stmt(planned: &[Planned]) -> Stmt {
     Stmt::raw(q.sql, q.values)
 }
 
-fn items_stmt(planned: &[Planned]) -> Stmt {
+/// The lines of `sales` in one statement of constant text.
+pub(super) fn items_stmt(sales: &[&Sale]) -> Stmt {
     let lines = || {
-        planned
+        sales
             .iter()
-            .flat_map(|p| p.sale.items.iter().map(move |i| (p, i)))
+            .flat_map(|s| s.items.iter().map(move |i| (*s, i)))
     };
     let ids: Vec<Uuid> = lines().map(|(_, i)| i.id).collect();
-    let sales: Vec<Uuid> = lines().map(|(p, _)| p.sale.id).collect();
-    let numbers: Vec<i32> = planned
+    let sale_ids: Vec<Uuid> = lines().map(|(s, _)| s.id).collect();
+    let numbers: Vec<i32> = sales
         .iter()
-        .flat_map(|p| (0..p.sale.items.len()).map(|n| n as i32))
+        .flat_map(|s| (0..s.items.len()).map(|n| n as i32))
         .collect();
     let medicines: Vec<Uuid> = lines().map(|(_, i)| i.medicine_id).collect();
     let batches: Vec<Uuid> = lines().map(|(_, i)| i.batch_id).collect();
@@ -449,7 +451,7 @@ fn items_stmt(planned: &[Planned]) -> Stmt {
            SELECT i.id, i.sale_id, i.line_no, i.medicine_id, i.batch_id, i.quantity,
                   i.price::numeric, i.discount::numeric, i.total::numeric, i.rate::numeric,
                   i.vat::numeric, i.cost::numeric
-           FROM unnest({ids}::uuid[], {sales}::uuid[], {numbers}::int4[], {medicines}::uuid[],
+           FROM unnest({ids}::uuid[], {sale_ids}::uuid[], {numbers}::int4[], {medicines}::uuid[],
                        {batches}::uuid[], {qtys}::int4[], {prices}::text[], {discounts}::text[],
                        {totals}::text[], {rates}::text[], {vats}::text[], {costs}::text[])
              AS i(id, sale_id, line_no, medicine_id, batch_id, quantity, price, discount, total,

@@ -59,6 +59,7 @@ mod request;
 mod write;
 
 pub use chain::*;
+use group::items_stmt;
 pub(crate) use group::make_all;
 pub use model::*;
 use plan::*;

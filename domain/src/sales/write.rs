@@ -234,7 +234,7 @@ pub(super) async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Re
         writes.extend(d.stmts(&made));
     }
     let rx_to = writes.len();
-    writes.extend(changes::append_all_stmt(feed).map(|q| Stmt::of(&q)));
+    writes.push(changes::append_unnest_stmt(feed));
     let answers = db::pipeline(tx, &writes).await?;
     // The prescription was locked and checked: every update finds its row.
     // Should one not, the CHECK on the lines has the last word, and the
@@ -408,39 +408,6 @@ pub(super) fn store_stmts(s: &Sale, sale: &NewSale, coupon: Option<&Coupon>) -> 
             s.created_at.into(),
         ])
         .to_owned();
-    let mut items = Query::insert()
-        .into_table("sale_items")
-        .columns([
-            "id",
-            "sale_id",
-            "line_no",
-            "medicine_id",
-            "batch_id",
-            "quantity",
-            "unit_price",
-            "discount",
-            "line_total",
-            "vat_rate",
-            "vat_amount",
-            "cost_at_sale",
-        ])
-        .to_owned();
-    for (n, i) in s.items.iter().enumerate() {
-        items.values_panic([
-            i.id.into(),
-            s.id.into(),
-            (n as i32).into(),
-            i.medicine_id.into(),
-            i.batch_id.into(),
-            i.quantity.into(),
-            i.unit_price.into(),
-            i.discount.into(),
-            i.line_total.into(),
-            (Decimal::from(i.vat_rate) / Decimal::ONE_HUNDRED).into(),
-            i.vat_amount.into(),
-            i.cost_at_sale.into(),
-        ]);
-    }
     let (branch_id, hash) = (s.branch_id, s.invoice_hash.clone());
     let last_hash = sea_query::raw_query!(
         PostgresQueryBuilder,
@@ -448,7 +415,7 @@ pub(super) fn store_stmts(s: &Sale, sale: &NewSale, coupon: Option<&Coupon>) -> 
     );
     [
         Stmt::of(&insert),
-        Stmt::of(&items),
+        items_stmt(&[s]),
         Stmt::raw(last_hash.sql, last_hash.values),
     ]
 }

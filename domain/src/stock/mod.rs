@@ -215,38 +215,52 @@ pub fn take_stmt(takes: &[(Uuid, i32)]) -> Stmt {
 }
 
 /// One statement writing the movement rows of `movements` (medicine and
-/// branch given per row, as the batches are not read back first).
+/// branch given per row, as the batches are not read back first). Its text
+/// is the same for any number of rows (`unnest`), so one prepared
+/// statement serves them all.
 pub fn movements_stmt(movements: &[(Movement, Uuid, Uuid)]) -> Stmt {
-    let mut q = Query::insert();
-    q.into_table("stock_movements").columns([
-        "id",
-        "batch_id",
-        "medicine_id",
-        "branch_id",
-        "kind",
-        "qty",
-        "reference_type",
-        "reference_id",
-        "created_by",
-    ]);
+    let n = movements.len();
+    let (mut ids, mut batches, mut medicines, mut branches) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut kinds, mut qtys, mut ref_types, mut ref_ids, mut users) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
     for (m, medicine_id, branch_id) in movements {
         let (reference_type, reference_id) = match m.reference {
-            Some((t, id)) => (t, Some(id)),
-            None => ("", None),
+            Some((t, id)) => (t, id.to_string()),
+            None => ("", String::new()),
         };
-        q.values_panic([
-            Uuid::now_v7().into(),
-            m.batch_id.into(),
-            (*medicine_id).into(),
-            (*branch_id).into(),
-            m.kind.as_str().into(),
-            m.delta.into(),
-            reference_type.into(),
-            reference_id.into(),
-            m.user_id.into(),
-        ]);
+        ids.push(Uuid::now_v7());
+        batches.push(m.batch_id);
+        medicines.push(*medicine_id);
+        branches.push(*branch_id);
+        kinds.push(m.kind.as_str().to_owned());
+        qtys.push(m.delta);
+        ref_types.push(reference_type.to_owned());
+        ref_ids.push(reference_id);
+        users.push(m.user_id);
     }
-    Stmt::of(&q)
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"INSERT INTO stock_movements
+             (id, batch_id, medicine_id, branch_id, kind, qty, reference_type, reference_id,
+              created_by)
+           SELECT m.id, m.batch_id, m.medicine_id, m.branch_id, m.kind, m.qty, m.ref_type,
+                  nullif(m.ref_id, '')::uuid, m.created_by
+           FROM unnest({ids}::uuid[], {batches}::uuid[], {medicines}::uuid[],
+                       {branches}::uuid[], {kinds}::text[], {qtys}::int4[], {ref_types}::text[],
+                       {ref_ids}::text[], {users}::uuid[])
+             AS m(id, batch_id, medicine_id, branch_id, kind, qty, ref_type, ref_id, created_by)"#
+    );
+    Stmt::raw(q.sql, q.values)
 }
 
 /// A new batch to receive (purchase or transfer arrival).

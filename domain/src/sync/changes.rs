@@ -11,7 +11,6 @@
 //! other; a reader waits only for the writes already in flight.
 
 use deadpool_postgres::GenericClient;
-use sea_query::{InsertStatement, Query};
 use serde_json::Value as Json;
 use uuid::Uuid;
 
@@ -98,41 +97,15 @@ pub async fn append_all<C: GenericClient + Sync>(
     tx: &C,
     rows: Vec<(i64, Change<'_>)>,
 ) -> Result<()> {
-    if let Some(q) = append_all_stmt(rows) {
-        db::execute(tx, &q).await?;
+    if !rows.is_empty() {
+        db::run(tx, &append_unnest_stmt(rows)).await?;
     }
     Ok(())
 }
 
-/// The statement of `append_all`, for a pipeline; `None` for no rows.
-pub fn append_all_stmt(rows: Vec<(i64, Change<'_>)>) -> Option<InsertStatement> {
-    if rows.is_empty() {
-        return None;
-    }
-    let mut q = Query::insert();
-    q.into_table("change_log").columns([
-        "rev",
-        "entity",
-        "entity_id",
-        "op",
-        "branch_id",
-        "payload",
-    ]);
-    for (rev, change) in rows {
-        q.values_panic([
-            rev.into(),
-            change.entity.into(),
-            change.entity_id.into(),
-            change.op.as_str().into(),
-            change.branch_id.into(),
-            change.payload.into(),
-        ]);
-    }
-    Some(q)
-}
-
-/// `append_all_stmt` with constant text, however many rows: the rows as
-/// arrays (`unnest`), so one prepared statement serves every group size.
+/// The statement of `append_all`, for a pipeline: constant text however
+/// many rows (the rows as `unnest` arrays), so one prepared statement
+/// serves every group size.
 pub fn append_unnest_stmt(rows: Vec<(i64, Change<'_>)>) -> Stmt {
     let mut revs = Vec::with_capacity(rows.len());
     let mut entities = Vec::with_capacity(rows.len());

@@ -1240,3 +1240,134 @@ async fn the_returns_list_pages_and_filters() {
         assert_eq!(problem["field"], field, "{query}");
     }
 }
+
+#[tokio::test]
+async fn the_invariant_checks_catch_returns_that_do_not_add_up() {
+    let shop = Shop::open().await;
+    let m = shop
+        .stocked(json!({"name": "Calamine", "selling_price": 400}), 10)
+        .await;
+    let sale = shop.sell(&shop.cashier, sale_of(&m, 4)).await;
+    for _ in 0..2 {
+        let (status, _) = shop
+            .give_back(&shop.pharmacist, &sale, back(&sale, 0, json!(1)))
+            .await;
+        assert_eq!(status, StatusCode::CREATED);
+    }
+    shop.app.assert_invariants().await;
+    let client = shop.app.pool.get().await.unwrap();
+    let broken = |sql: &'static str, expect: &'static str| {
+        let client = &client;
+        async move {
+            client.batch_execute("BEGIN").await.unwrap();
+            client.batch_execute(sql).await.unwrap();
+            let found = domain::stock::invariant_violations(client).await.unwrap();
+            client.batch_execute("ROLLBACK").await.unwrap();
+            assert!(found.iter().any(|v| v.contains(expect)), "{sql}: {found:?}");
+        }
+    };
+    // Units held on a line that its returns do not account for.
+    broken("UPDATE sale_items SET returned_quantity = 3", "returned").await;
+    // A credit note refunding more than its line cost.
+    broken(
+        "UPDATE sale_return_items SET line_total = line_total + 1000",
+        "returned",
+    )
+    .await;
+    // A gap in the credit note numbers, and a counter out of step.
+    broken(
+        "UPDATE sale_returns SET cn_seq = cn_seq + 5 WHERE cn_seq = 2",
+        "cn_seq has a gap",
+    )
+    .await;
+    broken(
+        "UPDATE credit_note_counters SET last_cn_seq = 7",
+        "credit note counter",
+    )
+    .await;
+    // Stock that does not match its RETURN movements.
+    broken(
+        "DELETE FROM stock_movements WHERE kind = 'RETURN'",
+        "movements sum",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_pushed_return_keeps_the_rules_and_one_effect_per_device_mutation() {
+    let shop = Shop::open().await;
+    let m = shop
+        .stocked(json!({"name": "Nystatin", "selling_price": 600}), 10)
+        .await;
+    let sale = shop.sell(&shop.cashier, sale_of(&m, 4)).await;
+    let (status, device) = shop
+        .app
+        .post(
+            "/devices",
+            &shop.admin,
+            json!({"name": "Till 1", "branch_id": shop.branch}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{device}");
+    let device: Uuid = s(&device["id"]).parse().unwrap();
+    let mut payload = back(&sale, 0, json!(1));
+    payload["sale_id"] = sale["id"].clone();
+    let push = |cmid: &'static str, payload: Value, role: Role, user: Uuid| {
+        let app = &shop.app;
+        let branch = shop.branch;
+        async move {
+            let mut client = app.pool.get().await.unwrap();
+            let tx = client.transaction().await.unwrap();
+            let made =
+                domain::returns::push_create(&tx, device, branch, user, role, cmid, &payload).await;
+            if made.is_ok() {
+                tx.commit().await.unwrap();
+            }
+            made
+        }
+    };
+    // A cashier's pushed return waits for an approval, as over REST.
+    let note = push("m-1", payload.clone(), Role::Cashier, shop.cashier_id)
+        .await
+        .unwrap();
+    assert_eq!(note.status, "pending_approval");
+    assert_eq!(note.device_id, Some(device));
+    assert_eq!(note.client_mutation_id.as_deref(), Some("m-1"));
+    // A pharmacist's is issued at once.
+    let issued = push("m-2", payload.clone(), Role::Pharmacist, shop.pharmacist_id)
+        .await
+        .unwrap();
+    assert_eq!(issued.status, "issued");
+    assert_eq!(
+        issued.credit_note_number.as_deref(),
+        Some("KLA-CN-00000001")
+    );
+    // The same device and mutation id cannot take effect twice.
+    let again = push("m-2", payload.clone(), Role::Pharmacist, shop.pharmacist_id).await;
+    assert!(
+        matches!(again, Err(domain::Error::Conflict(_))),
+        "{again:?}"
+    );
+    // The same rules: nothing left to return, a payload without a sale.
+    let mut three = back(&sale, 0, json!(3));
+    three["sale_id"] = sale["id"].clone();
+    let over = push("m-3", three, Role::Pharmacist, shop.pharmacist_id).await;
+    assert!(
+        matches!(&over, Err(domain::Error::Validation { field: Some(f), .. }) if f == "items[0].quantity"),
+        "{over:?}"
+    );
+    let mut no_sale = payload.clone();
+    no_sale.as_object_mut().unwrap().remove("sale_id");
+    let bad = push("m-4", no_sale, Role::Pharmacist, shop.pharmacist_id).await;
+    assert!(
+        matches!(bad, Err(domain::Error::Validation { .. })),
+        "{bad:?}"
+    );
+    let refused = push("m-5", payload, Role::Auditor, shop.pharmacist_id).await;
+    assert!(
+        matches!(refused, Err(domain::Error::Forbidden(_))),
+        "{refused:?}"
+    );
+    assert_eq!(shop.scalar("SELECT count(*) FROM sale_returns").await, 2);
+    shop.app.assert_invariants().await;
+}

@@ -148,8 +148,9 @@ impl Command for DecideRefund {
 /// A till's pushed return (`sale_return` / `create`): the `POST
 /// /sales/{id}/returns` body plus `sale_id`, made on the device's branch
 /// with the device and mutation id stored on the return (a unique key backs
-/// the one-effect rule). Returns the return's id, the credit note number
-/// once issued, and its status.
+/// the one-effect rule; the push ledger answers replays). The same rules
+/// as REST: a cashier's return waits for an approval. Answers the return
+/// (its id, and once issued its `cn_seq` and credit note number).
 pub async fn push_create<C: GenericClient + Sync>(
     tx: &C,
     device_id: Uuid,
@@ -165,6 +166,11 @@ pub async fn push_create<C: GenericClient + Sync>(
         #[serde(flatten)]
         body: ReturnRequest,
     }
+    if !Action::ReturnSale.permits(role) {
+        return Err(Error::forbidden(format!(
+            "Your role ({role}) may not write sale_return records."
+        )));
+    }
     let pushed: Pushed = serde_json::from_value(payload.clone())
         .map_err(|e| Error::bad_request(format!("The return is malformed: {e}.")))?;
     let mut r = pushed
@@ -172,10 +178,5 @@ pub async fn push_create<C: GenericClient + Sync>(
         .validate(pushed.sale_id, branch_id, user_id, role)?;
     r.device_id = Some(device_id);
     r.client_mutation_id = Some(cmid.to_owned());
-    if !Action::ReturnSale.permits(role) {
-        return Err(Error::forbidden(format!(
-            "Your role ({role}) may not write sale_return records."
-        )));
-    }
     file(tx, &r).await
 }

@@ -9,7 +9,7 @@ use tokio_postgres::Row;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::{db, wire, Error, Result};
+use crate::{audit, db, wire, Error, Result};
 
 use crate::paging::Page;
 
@@ -175,4 +175,52 @@ pub async fn decide<C: GenericClient + Sync>(
         .returning(Query::returning().columns(COLUMNS))
         .to_owned();
     Ok(db::fetch_opt(c, &q).await?.map(|r| Approval::from_row(&r)))
+}
+
+/// Decides a pending approval inside `tx`: locks the row, answers 404 when
+/// `visible` refuses its branch, 403 to the requester and 409 once decided,
+/// then updates it conditionally and writes the audit entry
+/// (`approval.approve` / `approval.reject`) with the rows before and after.
+/// `status` is `approved` or `rejected`. The caller commits.
+pub async fn decide_in<C: GenericClient + Sync>(
+    tx: &C,
+    id: Uuid,
+    status: &str,
+    by: Uuid,
+    visible: impl Fn(Uuid) -> bool,
+) -> Result<Approval> {
+    let before = get_for_update(tx, id)
+        .await?
+        .filter(|a| visible(a.branch_id))
+        .ok_or_else(|| Error::not_found("Approval not found"))?;
+    if before.requested_by == by {
+        return Err(Error::forbidden(
+            "You cannot decide your own request; another manager must.",
+        ));
+    }
+    let conflict = || {
+        Error::conflict(format!(
+            "This request is already {}; only a pending request can be decided.",
+            before.status
+        ))
+    };
+    let after = decide(tx, id, status, by).await?.ok_or_else(conflict)?;
+    audit::write_for(
+        tx,
+        Some(before.branch_id),
+        audit::Entry {
+            actor_id: Some(by),
+            action: if status == "approved" {
+                "approval.approve"
+            } else {
+                "approval.reject"
+            },
+            entity_type: "approval",
+            entity_id: id.to_string(),
+            before: Some(serde_json::to_value(&before).map_err(Error::internal)?),
+            after: Some(serde_json::to_value(&after).map_err(Error::internal)?),
+        },
+    )
+    .await?;
+    Ok(after)
 }

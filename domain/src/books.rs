@@ -19,6 +19,7 @@ use crate::window::Bounds;
 pub const PRESCRIPTION_BOOK_NOTE: &str =
     "Prescription records must be kept for 2 years and produced for inspection on request.";
 pub const CLASSIFIED_BOOK_NOTE: &str = "This register is the statutory record of classified drugs of classes A, B and C (group II): every dispensing of a controlled medicine, kept for inspection.";
+pub const DESTRUCTION_REGISTER_NOTE: &str = "This register is the statutory record of controlled medicines destroyed or lost: every write-off of a controlled medicine with its witness, kept for inspection (at least 2 years).";
 pub const FISCAL_NOTE: &str = "Preview only: this payload must still be submitted to the national fiscal system to obtain a fiscal document number, verification code and QR code.";
 
 /// Which rows a book shows: one branch (or all, for an admin) within a window.
@@ -140,6 +141,8 @@ pub struct ClassifiedBookRow {
     #[schema(value_type = String)]
     pub sale_id: Uuid,
     pub invoice_number: String,
+    /// The credit note of a return: such a row has a negative quantity.
+    pub credit_note_number: Option<String>,
 }
 
 /// Dispensings of controlled medicines, newest first.
@@ -175,6 +178,13 @@ pub async fn classified_book<C: GenericClient + Sync>(
         .expr_as(Expr::col(("m", "control_schedule")), "control_schedule")
         .expr_as(Expr::cust("coalesce(u.full_name, '')"), "dispensed_by_name")
         .expr_as(Expr::col(("s", "invoice_number")), "invoice_number")
+        .expr_as(Expr::col(("r", "credit_note_number")), "credit_note_number")
+        .join_as(
+            JoinType::LeftJoin,
+            "sale_returns",
+            "r",
+            Expr::col(("r", "id")).equals(("d", "credit_note_id")),
+        )
         .join_as(
             JoinType::LeftJoin,
             "users",
@@ -207,6 +217,7 @@ pub async fn classified_book<C: GenericClient + Sync>(
             dispensed_by_name: r.get("dispensed_by_name"),
             sale_id: r.get("sale_id"),
             invoice_number: r.get("invoice_number"),
+            credit_note_number: r.get("credit_note_number"),
         })
         .collect();
     Ok((items, total))
@@ -325,6 +336,9 @@ pub struct FiscalItem {
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub cost_at_sale: Decimal,
+    /// What the line came to (VAT included), for the VAT bands.
+    #[serde(skip)]
+    pub line_total: Decimal,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -334,9 +348,59 @@ pub struct Fiscalization {
     pub note: String,
 }
 
+/// What a fiscal payload is built from: a sale, or a credit note.
+pub struct FiscalDoc {
+    pub branch_id: Uuid,
+    pub customer_id: Option<Uuid>,
+    /// The document's own number and counter value.
+    pub number: String,
+    pub icv: i64,
+    pub subtotal: Decimal,
+    pub vat: Decimal,
+    pub total: Decimal,
+    pub items: Vec<FiscalItem>,
+}
+
 /// Builds the payload from a sale (read-only).
 pub async fn fiscal_payload<C: GenericClient + Sync>(c: &C, sale: Sale) -> Result<FiscalPayload> {
-    let (customer_id, branch_id) = (sale.customer_id, sale.branch_id);
+    let items = sale
+        .items
+        .iter()
+        .map(|i| FiscalItem {
+            id: i.id,
+            sale_id: sale.id,
+            medicine_id: i.medicine_id,
+            medicine_name: i.medicine_name.clone(),
+            batch_id: i.batch_id,
+            quantity: i.quantity,
+            unit_price: i.unit_price,
+            vat_rate: i.vat_rate,
+            vat_amount: i.vat_amount,
+            line_total: i.line_total,
+            cost_at_sale: i.cost_at_sale,
+        })
+        .collect();
+    let doc = FiscalDoc {
+        branch_id: sale.branch_id,
+        customer_id: sale.customer_id,
+        number: sale.invoice_number,
+        icv: sale.icv,
+        subtotal: sale.subtotal,
+        vat: sale.vat,
+        total: sale.total,
+        items,
+    };
+    fiscal_payload_of(c, doc).await
+}
+
+/// Builds the payload of a document (read-only): the seller from the
+/// settings and the branch, the buyer, the totals with one VAT band per
+/// whole-percent rate, and the lines.
+pub async fn fiscal_payload_of<C: GenericClient + Sync>(
+    c: &C,
+    doc: FiscalDoc,
+) -> Result<FiscalPayload> {
+    let (customer_id, branch_id) = (doc.customer_id, doc.branch_id);
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
         r#"SELECT coalesce(st.tin, '') AS tin, coalesce(st.name, st.legal_name, '') AS org_name,
@@ -347,10 +411,10 @@ pub async fn fiscal_payload<C: GenericClient + Sync>(c: &C, sale: Sale) -> Resul
     );
     let row = db::raw_opt(c, &q.sql, q.values)
         .await?
-        .ok_or_else(|| crate::Error::internal("sale of an unknown branch"))?;
+        .ok_or_else(|| crate::Error::internal("document of an unknown branch"))?;
     let buyer: String = row.get("buyer");
     let mut bands: BTreeMap<i32, (Decimal, Decimal)> = BTreeMap::new();
-    for item in &sale.items {
+    for item in &doc.items {
         let band = bands.entry(item.vat_rate).or_default();
         band.0 += item.line_total - item.vat_amount;
         band.1 += item.vat_amount;
@@ -359,11 +423,11 @@ pub async fn fiscal_payload<C: GenericClient + Sync>(c: &C, sale: Sale) -> Resul
         seller: FiscalSeller {
             tin: row.get("tin"),
             name: row.get("org_name"),
-            branch_id: sale.branch_id,
+            branch_id: doc.branch_id,
             branch_name: row.get("branch_name"),
             vat_number: row.get("vat_number"),
-            invoice_number: sale.invoice_number.clone(),
-            icv: sale.icv,
+            invoice_number: doc.number,
+            icv: doc.icv,
         },
         buyer: FiscalBuyer {
             tin: String::new(),
@@ -374,9 +438,9 @@ pub async fn fiscal_payload<C: GenericClient + Sync>(c: &C, sale: Sale) -> Resul
             },
         },
         totals: FiscalTotals {
-            subtotal: sale.subtotal,
-            vat: sale.vat,
-            total: sale.total,
+            subtotal: doc.subtotal,
+            vat: doc.vat,
+            total: doc.total,
             vat_breakdown: bands
                 .into_iter()
                 .map(|(rate, (taxable_amount, vat_amount))| VatBand {
@@ -386,22 +450,7 @@ pub async fn fiscal_payload<C: GenericClient + Sync>(c: &C, sale: Sale) -> Resul
                 })
                 .collect(),
         },
-        items: sale
-            .items
-            .iter()
-            .map(|i| FiscalItem {
-                id: i.id,
-                sale_id: sale.id,
-                medicine_id: i.medicine_id,
-                medicine_name: i.medicine_name.clone(),
-                batch_id: i.batch_id,
-                quantity: i.quantity,
-                unit_price: i.unit_price,
-                vat_rate: i.vat_rate,
-                vat_amount: i.vat_amount,
-                cost_at_sale: i.cost_at_sale,
-            })
-            .collect(),
+        items: doc.items,
         fiscalization: Fiscalization {
             mode: "preview".to_owned(),
             note: FISCAL_NOTE.to_owned(),

@@ -43,11 +43,20 @@ pub struct CashSession {
     pub total_vat: Decimal,
     /// JSON object text: payment method → amount (`{"cash":"1200.00"}`).
     pub payment_breakdown: String,
+    /// Credit notes issued at the branch while the session was open.
+    pub refund_count: i32,
+    /// What those credit notes refunded, every method.
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String)]
+    pub total_refunds: Decimal,
+    /// JSON object text: refund method → amount refunded (`{"cash":"500.00"}`).
+    pub refund_breakdown: String,
     /// Set when the session is closed.
     #[serde(serialize_with = "wire::money_str_opt")]
     #[schema(value_type = Option<String>)]
     pub counted_cash: Option<Decimal>,
-    /// `opening_float` plus the cash taken, set when the session is closed.
+    /// `opening_float` plus the cash taken minus the cash refunded, set when
+    /// the session is closed.
     #[serde(serialize_with = "wire::money_str_opt")]
     #[schema(value_type = Option<String>)]
     pub expected_cash: Option<Decimal>,
@@ -58,7 +67,7 @@ pub struct CashSession {
 }
 
 /// Columns read for a `CashSession`, in `from_row` order.
-pub const COLUMNS: [&str; 15] = [
+pub const COLUMNS: [&str; 18] = [
     "id",
     "user_id",
     "branch_id",
@@ -71,26 +80,33 @@ pub const COLUMNS: [&str; 15] = [
     "total_revenue",
     "total_vat",
     "payment_breakdown",
+    "refund_count",
+    "total_refunds",
+    "refund_breakdown",
     "counted_cash",
     "expected_cash",
     "variance",
 ];
 
+/// A breakdown object as text, amounts as decimal strings with two places
+/// like every other money string.
+fn breakdown_text(breakdown: serde_json::Value) -> String {
+    let breakdown: serde_json::Map<String, serde_json::Value> = breakdown
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| {
+                    let amount = v.to_string().trim_matches('"').parse().unwrap_or_default();
+                    (k.clone(), wire::two_places(amount).to_string().into())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    serde_json::Value::Object(breakdown).to_string()
+}
+
 impl CashSession {
     pub fn from_row(r: &Row) -> Self {
-        let breakdown: serde_json::Value = r.get("payment_breakdown");
-        // Amounts as decimal strings with two places, like every other money string.
-        let breakdown: serde_json::Map<String, serde_json::Value> = breakdown
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| {
-                        let amount = v.to_string().trim_matches('"').parse().unwrap_or_default();
-                        (k.clone(), wire::two_places(amount).to_string().into())
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
         CashSession {
             id: r.get("id"),
             user_id: r.get("user_id"),
@@ -103,7 +119,10 @@ impl CashSession {
             total_sales: r.get("total_sales"),
             total_revenue: r.get("total_revenue"),
             total_vat: r.get("total_vat"),
-            payment_breakdown: serde_json::Value::Object(breakdown).to_string(),
+            payment_breakdown: breakdown_text(r.get("payment_breakdown")),
+            refund_count: r.get("refund_count"),
+            total_refunds: r.get("total_refunds"),
+            refund_breakdown: breakdown_text(r.get("refund_breakdown")),
             counted_cash: r.get("counted_cash"),
             expected_cash: r.get("expected_cash"),
             variance: r.get("variance"),
@@ -164,15 +183,18 @@ impl Command for CloseSession {
     async fn run(self, pool: Pool) -> Result<CashSession> {
         let client = pool.get().await?;
         let (id, user, counted) = (self.session_id, self.user_id, self.counted_cash);
-        // The row lock this UPDATE takes waits for sales still adding to the
-        // session, and the WHERE re-checks `open` after the wait.
+        // The row lock this UPDATE takes waits for sales and refunds still
+        // adding to the session, and the WHERE re-checks `open` after the
+        // wait. Cash refunds left the drawer.
         let q = sea_query::raw_query!(
             PostgresQueryBuilder,
             r#"UPDATE cash_sessions SET
                  status = 'closed', closed_at = now(), closed_by = {user},
                  counted_cash = {counted},
-                 expected_cash = opening_float + coalesce((payment_breakdown ->> 'cash')::numeric, 0),
-                 variance = {counted} - (opening_float + coalesce((payment_breakdown ->> 'cash')::numeric, 0))
+                 expected_cash = opening_float + coalesce((payment_breakdown ->> 'cash')::numeric, 0)
+                                 - coalesce((refund_breakdown ->> 'cash')::numeric, 0),
+                 variance = {counted} - (opening_float + coalesce((payment_breakdown ->> 'cash')::numeric, 0)
+                                         - coalesce((refund_breakdown ->> 'cash')::numeric, 0))
                WHERE id = {id} AND status = 'open'
                RETURNING *"#
         );
@@ -217,4 +239,21 @@ pub async fn current<C: deadpool_postgres::GenericClient + Sync>(
     Ok(db::fetch_opt(client, &q)
         .await?
         .map(|r| CashSession::from_row(&r)))
+}
+
+/// Adds a credit note's refund to the branch's open session, if one is open
+/// (one row, the session's id, or none).
+pub fn refund_stmt(branch_id: Uuid, method: &str, total: Decimal) -> db::Stmt {
+    let path = vec![method.to_owned()];
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"UPDATE cash_sessions SET
+             refund_count = refund_count + 1,
+             total_refunds = total_refunds + {total},
+             refund_breakdown = jsonb_set(refund_breakdown, {path},
+               to_jsonb(coalesce((refund_breakdown ->> {method}::text)::numeric, 0) + {total}))
+           WHERE branch_id = {branch_id} AND status = 'open'
+           RETURNING id"#
+    );
+    db::Stmt::raw(q.sql, q.values)
 }

@@ -29,18 +29,26 @@ pub struct Summary {
     #[schema(value_type = String, format = Date)]
     pub date: NaiveDate,
     pub today_sales_count: i64,
+    /// Today's sales less today's credit notes (VAT included).
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub today_revenue: Decimal,
+    /// Today's VAT less the VAT of today's credit notes.
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub today_vat: Decimal,
+    /// Credit notes issued today (already taken off the revenue figures).
+    pub returns_count: i64,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub returns_total: Decimal,
     /// Percent change of today's revenue against yesterday's, one decimal;
     /// 0 when yesterday had no revenue.
     #[serde(serialize_with = "decimal_num")]
     #[schema(value_type = f64)]
     pub revenue_trend: Decimal,
-    /// Revenue of each of the last 30 days, oldest first, ending today.
+    /// Revenue (net of credit notes) of each of the last 30 days, oldest
+    /// first, ending today.
     #[schema(value_type = Vec<f64>)]
     #[serde(serialize_with = "money_list")]
     pub sparkline_30d: Vec<Decimal>,
@@ -71,8 +79,11 @@ fn money_list<S: serde::Serializer>(v: &[Decimal], s: S) -> std::result::Result<
 #[derive(Default, Clone, Copy)]
 struct Day {
     count: i64,
+    /// Sales less credit notes.
     revenue: Decimal,
     vat: Decimal,
+    returns_count: i64,
+    returns_total: Decimal,
 }
 
 /// The summary for `branch` (`None`: every branch) over `days`, the
@@ -98,6 +109,8 @@ pub async fn summary<C: GenericClient + Sync>(
         today_sales_count: now.count,
         today_revenue: now.revenue,
         today_vat: now.vat,
+        returns_count: now.returns_count,
+        returns_total: now.returns_total,
         revenue_trend: ratio_pct(now.revenue - before.revenue, before.revenue),
         sparkline_30d: sparkline,
         low_stock_count: stock.0,
@@ -109,7 +122,8 @@ pub async fn summary<C: GenericClient + Sync>(
     })
 }
 
-/// Sales per organisation day in the window (days without sales are absent).
+/// Sales less credit notes per organisation day in the window (days
+/// without either are absent).
 async fn daily<C: GenericClient + Sync>(
     c: &C,
     branch: Option<Uuid>,
@@ -118,12 +132,23 @@ async fn daily<C: GenericClient + Sync>(
     let (start, end, tz) = (w.start, w.end, w.tz.clone());
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"SELECT (s.created_at AT TIME ZONE {tz})::date, count(*)::bigint,
-                  coalesce(sum(s.total), 0), coalesce(sum(s.vat), 0)
-           FROM sales s
-           WHERE s.created_at >= {start} AND s.created_at < {end}
-             AND ({branch}::uuid IS NULL OR s.branch_id = {branch})
-           GROUP BY 1"#
+        r#"SELECT day, sum(n)::bigint, sum(revenue), sum(vat), sum(returns_n)::bigint,
+                  sum(returns_total)
+           FROM (SELECT (s.created_at AT TIME ZONE {tz})::date AS day, count(*) AS n,
+                        coalesce(sum(s.total), 0) AS revenue, coalesce(sum(s.vat), 0) AS vat,
+                        0 AS returns_n, 0 AS returns_total
+                 FROM sales s
+                 WHERE s.created_at >= {start} AND s.created_at < {end}
+                   AND ({branch}::uuid IS NULL OR s.branch_id = {branch})
+                 GROUP BY 1
+                 UNION ALL
+                 SELECT (r.issued_at AT TIME ZONE {tz})::date, 0, -sum(r.total), -sum(r.vat),
+                        count(*), sum(r.total)
+                 FROM sale_returns r
+                 WHERE r.status = 'issued' AND r.issued_at >= {start} AND r.issued_at < {end}
+                   AND ({branch}::uuid IS NULL OR r.branch_id = {branch})
+                 GROUP BY 1) d
+           GROUP BY day"#
     );
     let rows = db::raw_all(c, &q.sql, q.values).await?;
     Ok(rows
@@ -133,6 +158,8 @@ async fn daily<C: GenericClient + Sync>(
                 count: r.get(1),
                 revenue: r.get(2),
                 vat: r.get(3),
+                returns_count: r.get(4),
+                returns_total: r.get(5),
             };
             (r.get(0), day)
         })
@@ -198,6 +225,7 @@ pub struct BranchRevenue {
     pub branch_name: String,
     pub branch_code: String,
     pub sales_count: i64,
+    /// Sales less the credit notes issued in the window.
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub revenue: Decimal,
@@ -205,6 +233,11 @@ pub struct BranchRevenue {
     #[serde(serialize_with = "decimal_num")]
     #[schema(value_type = f64)]
     pub share_pct: Decimal,
+    /// Credit notes issued in the window (already taken off `revenue`).
+    pub returns_count: i64,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub returns_total: Decimal,
 }
 
 /// Every active branch with its sales in the window, revenue descending
@@ -219,13 +252,20 @@ pub async fn branch_comparison<C: GenericClient + Sync>(
     // taken, so the one row's share is of its own revenue.
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"SELECT b.id, b.name, b.code, coalesce(x.n, 0)::bigint, coalesce(x.revenue, 0),
-                  coalesce(round(100 * coalesce(x.revenue, 0) / nullif(sum(x.revenue) OVER (), 0), 1), 0)
+        r#"SELECT b.id, b.name, b.code, coalesce(x.n, 0)::bigint,
+                  coalesce(x.revenue, 0) - coalesce(r.total, 0),
+                  coalesce(round(100 * (coalesce(x.revenue, 0) - coalesce(r.total, 0))
+                                 / nullif(sum(coalesce(x.revenue, 0) - coalesce(r.total, 0)) OVER (), 0), 1), 0),
+                  coalesce(r.n, 0)::bigint, coalesce(r.total, 0)
            FROM branches b
            LEFT JOIN (SELECT branch_id, count(*) AS n, sum(total) AS revenue FROM sales
                       WHERE created_at >= {start} AND created_at < {end}
                         AND ({branch}::uuid IS NULL OR branch_id = {branch})
                       GROUP BY branch_id) x ON x.branch_id = b.id
+           LEFT JOIN (SELECT branch_id, count(*) AS n, sum(total) AS total FROM sale_returns
+                      WHERE status = 'issued' AND issued_at >= {start} AND issued_at < {end}
+                        AND ({branch}::uuid IS NULL OR branch_id = {branch})
+                      GROUP BY branch_id) r ON r.branch_id = b.id
            WHERE b.is_active AND NOT b.is_deleted
              AND ({branch}::uuid IS NULL OR b.id = {branch})
            ORDER BY 5 DESC, b.name, b.id"#
@@ -240,6 +280,8 @@ pub async fn branch_comparison<C: GenericClient + Sync>(
             sales_count: r.get(3),
             revenue: r.get(4),
             share_pct: r.get(5),
+            returns_count: r.get(6),
+            returns_total: r.get(7),
         })
         .collect())
 }

@@ -70,6 +70,8 @@ codes! {
         "The quantity is more than the prescription still allows for that medicine (prescribed minus already dispensed).";
     AmountExceedsBalance => "amount_exceeds_balance", 400,
         "A payment or refund is larger than the balance it applies to; the message names both figures.";
+    ReturnExceedsSold => "return_exceeds_sold", 400,
+        "A return asks for more units of a sale line than are left to return (sold minus already returned or awaiting approval); the message names what is left.";
     Unauthenticated => "unauthenticated", 401,
         "No valid access token: it is missing, malformed, expired, revoked, or its user is no longer active. Sign in again.";
     Forbidden => "forbidden", 403,

@@ -35,11 +35,13 @@ pub mod users;
 pub mod cash_sessions;
 pub mod prescriptions;
 pub mod printing;
+pub mod returns;
 pub mod sales;
 pub mod will_call;
 
-// Stock (receiving, counts, transfers inside)
+// Stock (receiving, counts, transfers inside), and write-offs
 pub mod stock;
+pub mod write_offs;
 
 // Oversight: approvals, audit, books, reports, dashboard
 pub mod approvals;

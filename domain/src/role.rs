@@ -70,6 +70,8 @@ impl std::fmt::Display for Role {
 pub enum Action {
     Sell,
     OverridePrice,
+    ReturnSale,
+    IssueCreditNote,
     OpenCloseCashSession,
     WriteCustomers,
     TakeCustomerPayment,
@@ -83,6 +85,7 @@ pub enum Action {
     ReadReorderSuggestions,
     ManageSupplierInvoices,
     SubmitStockCount,
+    WriteOffStock,
     ManageTransfers,
     ReadTransfers,
     WriteCoupons,
@@ -109,9 +112,11 @@ use Role::{
 
 impl Action {
     /// Every action, in the order of the README's role matrix.
-    pub const ALL: [Action; 32] = [
+    pub const ALL: [Action; 35] = [
         Action::Sell,
         Action::OverridePrice,
+        Action::ReturnSale,
+        Action::IssueCreditNote,
         Action::OpenCloseCashSession,
         Action::WriteCustomers,
         Action::TakeCustomerPayment,
@@ -125,6 +130,7 @@ impl Action {
         Action::ReadReorderSuggestions,
         Action::ManageSupplierInvoices,
         Action::SubmitStockCount,
+        Action::WriteOffStock,
         Action::ManageTransfers,
         Action::ReadTransfers,
         Action::WriteCoupons,
@@ -149,10 +155,14 @@ impl Action {
         match self {
             // The till's work: anyone who serves customers at the counter.
             Action::Sell
+            | Action::ReturnSale
             | Action::OpenCloseCashSession
             | Action::WriteCustomers
             | Action::TakeCustomerPayment => &[A, BM, P, C],
-            Action::OverridePrice | Action::WritePrescriptions => &[A, BM, P],
+            // A return from anyone else waits for a manager's approval.
+            Action::OverridePrice | Action::IssueCreditNote | Action::WritePrescriptions => {
+                &[A, BM, P]
+            }
             Action::GiveCredit
             | Action::DecideApprovals
             | Action::SubmitStockCount
@@ -165,7 +175,9 @@ impl Action {
             | Action::ManageSupplierInvoices
             | Action::ManageTransfers => &[A, BM, IM],
             Action::ReceivePurchases => &[A, P],
-            Action::QuarantineBatches | Action::ReadReorderSuggestions => &[A, BM, IM, P],
+            Action::QuarantineBatches | Action::ReadReorderSuggestions | Action::WriteOffStock => {
+                &[A, BM, IM, P]
+            }
             Action::ReadTransfers => &[A, BM, IM, AU],
             Action::ReadReports | Action::VerifyInvoiceChain => &[A, BM, AU],
             Action::ReadAuditLog => &[A, AU],
@@ -191,6 +203,12 @@ impl Action {
         match self {
             Action::Sell => "sell (`POST /sales`, pushed `sale`)",
             Action::OverridePrice => "sell below the selling price (price override, audited)",
+            Action::ReturnSale => {
+                "take back a sale (`POST /sales/{id}/returns`, pushed `sale_return`)"
+            }
+            Action::IssueCreditNote => {
+                "issue a credit note at once (anyone else's return waits for an approval)"
+            }
             Action::OpenCloseCashSession => "open and close a cash session",
             Action::WriteCustomers => "create, edit, delete customers (REST or pushed `customer`)",
             Action::TakeCustomerPayment => "take a customer payment",
@@ -206,6 +224,7 @@ impl Action {
             Action::ReadReorderSuggestions => "read reorder suggestions",
             Action::ManageSupplierInvoices => "record, list and pay supplier invoices",
             Action::SubmitStockCount => "submit a stock count",
+            Action::WriteOffStock => "write off stock (`POST /stock/write-offs`)",
             Action::ManageTransfers => "create, receive or cancel a transfer",
             Action::ReadTransfers => "read transfers",
             Action::WriteCoupons => "create a coupon",

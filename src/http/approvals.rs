@@ -11,8 +11,8 @@ use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::approvals::{self, Approval, NewApproval};
-use domain::audit;
 use domain::error::Problem;
+use domain::returns;
 use domain::{input, Action, Error, Result};
 
 use actix_web::{get, post};
@@ -116,46 +116,28 @@ pub async fn list(
 
 /// Decides one approval: 403 for other roles and for the requester, 404 for
 /// another branch's, 409 once decided. The row is locked and the update is
-/// conditional, so two deciders cannot both win.
+/// conditional, so two deciders cannot both win. The approval of a
+/// cashier's return (kind `refund`) is decided on its branch's actor, in
+/// one transaction with the credit note it issues (or the return it ends).
 async fn decide(state: &AppState, caller: &Caller, raw_id: &str, status: &str) -> Result<Approval> {
     caller.require(Action::DecideApprovals)?;
     let id = path_id(raw_id, "Approval")?;
     let mut client = state.pool.get().await?;
-    let tx = client.transaction().await?;
-    let before = approvals::get_for_update(&tx, id)
-        .await?
-        .filter(|a| caller.can_see_branch(a.branch_id))
-        .ok_or_else(|| Error::not_found("Approval not found"))?;
-    if before.requested_by == caller.user_id {
-        return Err(Error::forbidden(
-            "You cannot decide your own request; another manager must.",
-        ));
+    if let Some(branch_id) = returns::refund_approval_branch(&client, id).await? {
+        drop(client);
+        let cmd = returns::DecideRefund {
+            approval_id: id,
+            approve: status == "approved",
+            decider: caller.user_id,
+            decider_branch: caller.branch_id,
+            any_branch: caller.any_branch(),
+        };
+        return state.actors.branch(branch_id, cmd).await;
     }
-    let conflict = || {
-        Error::conflict(format!(
-            "This request is already {}; only a pending request can be decided.",
-            before.status
-        ))
-    };
-    let after = approvals::decide(&tx, id, status, caller.user_id)
-        .await?
-        .ok_or_else(conflict)?;
-    audit::write_for(
-        &tx,
-        Some(before.branch_id),
-        audit::Entry {
-            actor_id: Some(caller.user_id),
-            action: if status == "approved" {
-                "approval.approve"
-            } else {
-                "approval.reject"
-            },
-            entity_type: "approval",
-            entity_id: id.to_string(),
-            before: Some(serde_json::to_value(&before).map_err(Error::internal)?),
-            after: Some(serde_json::to_value(&after).map_err(Error::internal)?),
-        },
-    )
+    let tx = client.transaction().await?;
+    let after = approvals::decide_in(&tx, id, status, caller.user_id, |b| {
+        caller.can_see_branch(b)
+    })
     .await?;
     tx.commit().await?;
     Ok(after)

@@ -106,7 +106,7 @@ pub struct ClassifiedBookPage {
 }
 
 /// The book's scope and whether CSV was asked for.
-async fn scope(
+pub(crate) async fn scope(
     state: &AppState,
     caller: &Caller,
     req: &HttpRequest,
@@ -143,7 +143,7 @@ fn wants_csv(req: &HttpRequest) -> bool {
 /// Rows as a CSV download: a header row from the field names (also when
 /// there are no rows), one line each, formulas neutralised
 /// (`csv_export::to_csv`).
-fn csv_response<T: Serialize + Default>(name: &str, rows: &[T]) -> Result<HttpResponse> {
+pub(crate) fn csv_response<T: Serialize + Default>(name: &str, rows: &[T]) -> Result<HttpResponse> {
     let body = csv_export::to_csv(rows)?;
     Ok(HttpResponse::Ok()
         .content_type("text/csv; charset=utf-8")

@@ -73,9 +73,15 @@ pub struct BranchComparison {
     #[schema(value_type = String, format = Date)]
     pub to_date: NaiveDate,
     pub total_sales_count: i64,
+    /// Sales less credit notes of the window.
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub total_revenue: Decimal,
+    /// Credit notes issued in the window (already taken off the revenue).
+    pub returns_count: i64,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub returns_total: Decimal,
     /// Admins: every active branch, revenue descending (ties by name).
     /// Anyone else: its own branch only, its share of its own total.
     pub items: Vec<BranchRevenue>,
@@ -108,6 +114,8 @@ pub async fn branch_comparison(
         to_date: window.to,
         total_sales_count: items.iter().map(|b| b.sales_count).sum(),
         total_revenue: items.iter().map(|b| b.revenue).sum(),
+        returns_count: items.iter().map(|b| b.returns_count).sum(),
+        returns_total: items.iter().map(|b| b.returns_total).sum(),
         total: items.len() as i64,
         items,
     }))

@@ -25,6 +25,7 @@ pub mod printing;
 pub mod problems;
 pub mod purchases;
 pub mod reports;
+pub mod returns;
 pub mod sales;
 pub mod sessions;
 pub mod settings;
@@ -34,6 +35,7 @@ pub mod suppliers;
 pub mod sync;
 pub mod transfers;
 pub mod users;
+pub mod write_offs;
 
 use actix_web::dev::ServiceResponse;
 use actix_web::http::header;
@@ -86,6 +88,8 @@ pub fn configure_api(cfg: &mut ServiceConfig) {
     audit_log::configure(cfg);
     dashboard::configure(cfg);
     reports::configure(cfg);
+    returns::configure(cfg);
+    write_offs::configure(cfg);
     ops::configure(cfg);
     openapi::configure_api(cfg);
 }

@@ -46,13 +46,6 @@ pub struct WindowQuery {
     pub branch_id: Option<Uuid>,
 }
 
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct BranchQuery {
-    /// One branch; see the windowed reports for who may name which.
-    pub branch_id: Option<Uuid>,
-}
-
 /// The branch a report covers: an admin's choice (`None`: the chain);
 /// anyone else, auditors included, is held to its own branch.
 fn report_branch(caller: &Caller, requested: Option<Uuid>) -> Result<Option<Uuid>> {
@@ -118,10 +111,12 @@ pub async fn by_pharmacist(
     Ok(HttpResponse::Ok().json(report))
 }
 
-/// Stock now (no window): totals, value at selling price by category, and
-/// the 20 emptiest medicines. With `branch_id`, stock is that branch's ledger sum.
+/// Stock now: totals, value at selling price by category, the 20 emptiest
+/// medicines and the expired stock at cost; plus the stock written off in
+/// the window (default the last 30 days). With `branch_id`, stock is that
+/// branch's ledger sum.
 #[utoipa::path(tag = "reports", security(("bearer" = [])),
-    params(BranchQuery),
+    params(WindowQuery),
     responses((status = 200, body = InventoryReport),
         (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -130,11 +125,13 @@ pub async fn by_pharmacist(
 pub async fn inventory(
     state: web::Data<AppState>,
     caller: Caller,
-    Query(q): Query<BranchQuery>,
+    Query(q): Query<WindowQuery>,
 ) -> Result<HttpResponse> {
-    let branch = report_branch(&caller, q.branch_id)?;
-    let client = state.pool.get().await?;
-    Ok(HttpResponse::Ok().json(reports::inventory(&client, branch).await?))
+    let report = windowed(&state, &caller, q, async |c, s| {
+        reports::inventory(c, s).await
+    })
+    .await?;
+    Ok(HttpResponse::Ok().json(report))
 }
 
 /// Purchased batches received in the window: spend (`qty_received ×

@@ -3,13 +3,14 @@
 //! hash chain.
 
 use actix_web::{web, HttpResponse};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::error::Problem;
+use domain::returns::{self, CreditNoteChain};
 use domain::sales::{self, ChainReport, Sale, SaleRequest};
 use domain::window::{day_of, DateWindow, Day};
 use domain::{Action, Error, Result};
@@ -116,6 +117,15 @@ pub async fn list(
     Ok(HttpResponse::Ok().json(Paged::new(items, total, page)))
 }
 
+/// The invoice chain's check, and the credit note chain's beside it;
+/// `status` is `broken` when either is.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ChainCheck {
+    #[serde(flatten)]
+    pub invoices: ChainReport,
+    pub credit_notes: CreditNoteChain,
+}
+
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ChainQuery {
@@ -123,10 +133,11 @@ pub struct ChainQuery {
     pub branch_id: Option<Uuid>,
 }
 
-/// Recomputes a branch's invoice hash chain and reports the first broken link.
+/// Recomputes a branch's invoice and credit note hash chains and reports
+/// the first broken link of each.
 #[utoipa::path(tag = "sales", security(("bearer" = [])),
     params(ChainQuery),
-    responses((status = 200, body = ChainReport), (status = 401, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = ChainCheck), (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json")))]
 #[get("/sales/verify-chain")]
 pub async fn verify_chain(
@@ -137,6 +148,13 @@ pub async fn verify_chain(
     caller.require(Action::VerifyInvoiceChain)?;
     let branch_id = caller.branch_scope(q.branch_id)?;
     let client = state.pool.get().await?;
-    let report = sales::verify_chain(&client, branch_id).await?;
-    Ok(HttpResponse::Ok().json(report))
+    let mut invoices = sales::verify_chain(&client, branch_id).await?;
+    let credit_notes = returns::verify_chain(&client, branch_id).await?;
+    if credit_notes.status != "ok" {
+        invoices.status = credit_notes.status.clone();
+    }
+    Ok(HttpResponse::Ok().json(ChainCheck {
+        invoices,
+        credit_notes,
+    }))
 }

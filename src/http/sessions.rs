@@ -105,7 +105,8 @@ pub struct CloseRequest {
 }
 
 /// Closes a session: totals are final, `expected_cash` = opening float +
-/// cash takings, `variance` = counted − expected. 409 when already closed.
+/// cash takings − cash refunds, `variance` = counted − expected. 409 when
+/// already closed.
 #[utoipa::path(tag = "sessions", security(("bearer" = [])),
     params(("id" = String, Path)), request_body = CloseRequest,
     responses((status = 200, body = CashSession), (status = 400, body = Problem, content_type = "application/problem+json"),

@@ -50,6 +50,8 @@ const TRANSFER_READERS: &[Role] = &[
     Role::InventoryManager,
     Role::Auditor,
 ];
+/// Stock write-offs: the stock keepers and the pharmacists.
+const WRITE_OFF: &[Role] = QUARANTINE;
 const PUSHERS: &[Role] = &[Role::Admin, Role::Cashier];
 const PURCHASERS: &[Role] = &[Role::Admin, Role::Pharmacist];
 const AUDIT: &[Role] = &[Role::Admin, Role::Auditor];
@@ -452,6 +454,10 @@ fn isolation_cases(w: &World) -> Vec<Case> {
         "/medicines",
         "/sessions/current",
         "/users",
+        "/returns",
+        "/stock/write-offs",
+        "/stock/expired",
+        "/compliance/destruction-register",
     ] {
         let roles: &'static [Role] = match path {
             "/sales/verify-chain" => REPORTS,
@@ -537,12 +543,37 @@ fn isolation_cases(w: &World) -> Vec<Case> {
             json!({"medicine_id": m, "from_branch_id": b, "to_branch_id": w.a.to_string(), "qty": 1}),
             CATALOGUE,
         ),
+        (
+            "/stock/write-offs",
+            json!({"branch_id": b, "reason": "damaged",
+                   "items": [{"batch_id": w.b("batch"), "quantity": 1}]}),
+            WRITE_OFF,
+        ),
     ];
     for (path, body, roles) in bodies {
         cases.push(case(Method::POST, path.to_owned(), Some(body), roles));
     }
+    // B's sale taken back, and its returns read.
+    cases.push(case(
+        Method::POST,
+        format!("/sales/{}/returns", w.b("sale")),
+        Some(json!({"items": [{"sale_item_id": Uuid::now_v7(), "quantity": 1}], "reason": "r"})),
+        SELLERS,
+    ));
+    cases.push(case(
+        Method::GET,
+        format!("/sales/{}/returns", w.b("sale")),
+        None,
+        ALL,
+    ));
     // B's ids inside bodies.
     let references: Vec<(Method, String, Value, &'static [Role])> = vec![
+        (
+            Method::POST,
+            "/stock/write-offs".into(),
+            json!({"reason": "damaged", "items": [{"batch_id": w.b("batch"), "quantity": 1}]}),
+            WRITE_OFF,
+        ),
         (
             Method::POST,
             "/sales".into(),
@@ -904,6 +935,33 @@ fn role_rules() -> Vec<Rule> {
         rule(M::GET, "/sales", none(), ALL),
         rule(M::GET, "/sales/{rand}", none(), ALL),
         rule(M::GET, "/sales/verify-chain", none(), REPORTS),
+        // Returns: anyone who sells takes back (a cashier's waits for an
+        // approval); anyone reads them, within the branch.
+        rule(
+            M::POST,
+            "/sales/{rand}/returns",
+            b(json!({"items": [{"sale_item_id": "{rand}", "quantity": 1}], "reason": "r"})),
+            SELLERS,
+        ),
+        rule(M::GET, "/sales/{rand}/returns", none(), ALL),
+        rule(M::GET, "/returns", none(), ALL),
+        rule(M::GET, "/returns/{rand}", none(), ALL),
+        rule(
+            M::GET,
+            "/compliance/fiscal-preview/credit-notes/{rand}",
+            none(),
+            ALL,
+        ),
+        rule(
+            M::POST,
+            "/stock/write-offs",
+            b(json!({"reason": "damaged", "items": [{"batch_id": "{rand}", "quantity": 1}]})),
+            WRITE_OFF,
+        ),
+        rule(M::GET, "/stock/write-offs", none(), ALL),
+        rule(M::GET, "/stock/write-offs/{rand}", none(), ALL),
+        rule(M::GET, "/stock/expired", none(), ALL),
+        rule(M::GET, "/compliance/destruction-register", none(), ALL),
         rule(
             M::POST,
             "/coupons",

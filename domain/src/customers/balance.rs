@@ -225,6 +225,67 @@ pub async fn charge<C: GenericClient + Sync>(
     }
 }
 
+/// Lowers a customer's balance by a credit refund of `amount` (a credit
+/// note refunded to the account) and writes the `REFUND` ledger row,
+/// never below zero: 400 naming both figures otherwise, so the rest is
+/// refunded another way. `credit_note` is (credit note id, branch id).
+pub async fn refund<C: GenericClient + Sync>(
+    tx: &C,
+    customer_id: Uuid,
+    amount: Decimal,
+    credit_note: (Uuid, Uuid),
+    user_id: Uuid,
+) -> Result<Customer> {
+    let revs = allocate_revs(tx).await?;
+    let q = Query::update()
+        .table("customers")
+        .value("current_balance", Expr::col("current_balance").sub(amount))
+        .value("updated_at", Utc::now())
+        .and_where(Expr::col("id").eq(customer_id))
+        .and_where(Expr::col("is_deleted").eq(false))
+        .and_where(Expr::col("current_balance").gte(amount))
+        .returning(Query::returning().columns(COLUMNS))
+        .to_owned();
+    let (credit_note_id, branch_id) = credit_note;
+    let entry = LedgerEntry {
+        customer_id,
+        branch_id: Some(branch_id),
+        transaction_type: "REFUND",
+        amount,
+        reference_id: Some(credit_note_id),
+        notes: String::new(),
+        user_id,
+        mutation: None,
+    };
+    if amount > Decimal::ZERO {
+        if let Some((customer, _)) = move_balance(tx, revs, q, entry).await? {
+            return Ok(customer);
+        }
+    }
+    let customer = get(tx, customer_id).await?.ok_or_else(|| {
+        Error::validation(
+            "refund_method",
+            "The sale's customer no longer exists, so nothing can be credited to an account: \
+             refund another way.",
+        )
+    })?;
+    if amount <= Decimal::ZERO {
+        return Ok(customer);
+    }
+    Err(Error::rule(
+        Code::AmountExceedsBalance,
+        "refund_method",
+        format!(
+            "A credit refund of {} would take {}'s balance of {} below zero: credit at most {} \
+             to the account and refund the rest another way.",
+            wire::two_places(amount),
+            customer.name,
+            wire::two_places(customer.current_balance),
+            wire::two_places(customer.current_balance)
+        ),
+    ))
+}
+
 /// Why a credit charge was refused.
 async fn refusal<C: GenericClient + Sync>(tx: &C, customer_id: Uuid, amount: Decimal) -> Error {
     let customer = match get(tx, customer_id).await {
@@ -259,7 +320,7 @@ async fn refusal<C: GenericClient + Sync>(tx: &C, customer_id: Uuid, amount: Dec
 struct LedgerEntry {
     customer_id: Uuid,
     branch_id: Option<Uuid>,
-    /// `OPENING`, `SALE` or `PAYMENT`.
+    /// `OPENING`, `SALE`, `PAYMENT` or `REFUND`.
     transaction_type: &'static str,
     amount: Decimal,
     reference_id: Option<Uuid>,

@@ -47,13 +47,26 @@ pub struct InventoryReport {
     /// The 20 emptiest medicines at or below their threshold (out-of-stock
     /// ones included), emptiest first, ties by name.
     pub low_stock_list: Vec<LowStockItem>,
+    /// Stock now in batches past their expiry date, at cost (Σ units ×
+    /// unit cost), whatever their regulator status.
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub expired_value: Decimal,
+    /// Stock written off in the report window, at cost.
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub written_off_value: Decimal,
+    /// The window `written_off_value` covers.
+    #[schema(value_type = String, format = Date)]
+    pub from_date: NaiveDate,
+    #[schema(value_type = String, format = Date)]
+    pub to_date: NaiveDate,
 }
 
-pub async fn inventory<C: GenericClient + Sync>(
-    c: &C,
-    branch: Option<Uuid>,
-) -> Result<InventoryReport> {
+pub async fn inventory<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Result<InventoryReport> {
+    let branch = s.branch;
     let rows = category_rows(c, branch).await?;
+    let (expired_value, written_off_value) = losses(c, s).await?;
     let mut report = InventoryReport {
         branch_id: branch,
         total_medicines: 0,
@@ -63,6 +76,10 @@ pub async fn inventory<C: GenericClient + Sync>(
         total_value: Decimal::ZERO,
         by_category: Vec::new(),
         low_stock_list: low_stock(c, branch).await?,
+        expired_value,
+        written_off_value,
+        from_date: s.window.from,
+        to_date: s.window.to,
     };
     for r in &rows {
         // GROUPING SETS: the `()` set is the catalogue-wide total.
@@ -149,4 +166,24 @@ pub(super) async fn low_stock<C: GenericClient + Sync>(
             low_stock_threshold: r.get(4),
         })
         .collect())
+}
+
+/// (value at cost of the expired stock now, value written off in the window).
+pub(super) async fn losses<C: GenericClient + Sync>(
+    c: &C,
+    s: &Scope<'_>,
+) -> Result<(Decimal, Decimal)> {
+    let (start, end, branch) = (s.window.start, s.window.end, s.branch);
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT (SELECT coalesce(sum(qty_remaining * unit_cost), 0) FROM batches
+                   WHERE qty_remaining > 0 AND NOT is_deleted AND expiry_date < org_today()
+                     AND ({branch}::uuid IS NULL OR branch_id = {branch})),
+                  (SELECT coalesce(sum(total_value), 0) FROM write_offs
+                   WHERE created_at >= {start} AND created_at < {end}
+                     AND ({branch}::uuid IS NULL OR branch_id = {branch}))"#
+    );
+    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    let r = first(&rows)?;
+    Ok((r.get(0), r.get(1)))
 }

@@ -13,16 +13,23 @@ pub struct PharmacistSales {
     pub branch_name: String,
     /// Number of sales (transactions).
     pub count: i64,
+    /// The user's sales less the credit notes of the returns the user filed.
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub revenue: Decimal,
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub vat: Decimal,
-    /// Average transaction value: revenue / count.
+    /// Average transaction value: revenue / count (0 without sales).
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub average: Decimal,
+    /// Credit notes of returns this user filed at this branch in the
+    /// window (already taken off revenue and VAT).
+    pub returns_count: i64,
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub returns_total: Decimal,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -45,11 +52,23 @@ pub async fn by_pharmacist<C: GenericClient + Sync>(
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
         r#"SELECT x.created_by, coalesce(u.full_name, ''), coalesce(u.role, ''), x.branch_id, b.name,
-                  x.n, x.revenue, x.vat, round(x.revenue / x.n, 2)
-           FROM (SELECT created_by, branch_id, count(*)::bigint AS n, sum(total) AS revenue, sum(vat) AS vat
-                 FROM sales
-                 WHERE created_at >= {start} AND created_at < {end}
-                   AND ({branch}::uuid IS NULL OR branch_id = {branch})
+                  x.n, x.revenue, x.vat, coalesce(round(x.revenue / nullif(x.n, 0), 2), 0),
+                  x.returns_n, x.returns_total
+           FROM (SELECT created_by, branch_id, sum(n)::bigint AS n, sum(revenue) AS revenue,
+                        sum(vat) AS vat, sum(returns_n)::bigint AS returns_n,
+                        sum(returns_total) AS returns_total
+                 FROM (SELECT created_by, branch_id, count(*) AS n, sum(total) AS revenue,
+                              sum(vat) AS vat, 0 AS returns_n, 0 AS returns_total
+                       FROM sales
+                       WHERE created_at >= {start} AND created_at < {end}
+                         AND ({branch}::uuid IS NULL OR branch_id = {branch})
+                       GROUP BY created_by, branch_id
+                       UNION ALL
+                       SELECT created_by, branch_id, 0, -sum(total), -sum(vat), count(*), sum(total)
+                       FROM sale_returns
+                       WHERE status = 'issued' AND issued_at >= {start} AND issued_at < {end}
+                         AND ({branch}::uuid IS NULL OR branch_id = {branch})
+                       GROUP BY created_by, branch_id) u
                  GROUP BY created_by, branch_id) x
            JOIN branches b ON b.id = x.branch_id
            LEFT JOIN users u ON u.id = x.created_by
@@ -68,6 +87,8 @@ pub async fn by_pharmacist<C: GenericClient + Sync>(
             revenue: r.get(6),
             vat: r.get(7),
             average: r.get(8),
+            returns_count: r.get(9),
+            returns_total: r.get(10),
         })
         .collect();
     Ok(PharmacistReport {

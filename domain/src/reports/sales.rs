@@ -7,7 +7,8 @@ use super::*;
 pub struct SalesTotals {
     /// Number of sales.
     pub count: i64,
-    /// Σ sale totals (VAT included, discounts taken off).
+    /// Σ sale totals (VAT included, discounts taken off) less the credit
+    /// notes issued in the window.
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub revenue: Decimal,
@@ -22,6 +23,13 @@ pub struct SalesTotals {
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub average: Decimal,
+    /// Credit notes issued in the window (already taken off revenue, VAT
+    /// and subtotal).
+    pub returns_count: i64,
+    /// What those credit notes refunded (VAT included).
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub returns_total: Decimal,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -29,18 +37,29 @@ pub struct DayTotal {
     #[schema(value_type = String, format = Date)]
     pub date: NaiveDate,
     pub count: i64,
+    /// The day's sales less the credit notes issued that day.
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub total: Decimal,
+    /// The credit notes issued that day (already taken off `total`).
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub returns_total: Decimal,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PaymentTotal {
     pub payment_method: String,
+    /// Sales paid this way.
     pub count: i64,
+    /// Those sales less the credit notes refunded this way.
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub total: Decimal,
+    /// The credit notes refunded this way (already taken off `total`).
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub returns_total: Decimal,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -48,8 +67,9 @@ pub struct TopMedicine {
     #[schema(value_type = String)]
     pub medicine_id: Uuid,
     pub name: String,
+    /// Units sold less units returned on credit notes of the window.
     pub quantity: i64,
-    /// Σ line totals (VAT included).
+    /// Σ line totals (VAT included) less what the window's credit notes refunded.
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub revenue: Decimal,
@@ -126,11 +146,18 @@ pub(super) async fn sales_totals<C: GenericClient + Sync>(
     let (start, end, branch) = (s.window.start, s.window.end, s.branch);
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"SELECT count(*)::bigint, coalesce(sum(total), 0), coalesce(sum(vat), 0),
-                  coalesce(sum(subtotal), 0), coalesce(round(sum(total) / nullif(count(*), 0), 2), 0)
-           FROM sales
-           WHERE created_at >= {start} AND created_at < {end}
-             AND ({branch}::uuid IS NULL OR branch_id = {branch})"#
+        r#"SELECT s.n, s.revenue - r.total, s.vat - r.vat, s.subtotal - r.subtotal,
+                  coalesce(round((s.revenue - r.total) / nullif(s.n, 0), 2), 0), r.n, r.total
+           FROM (SELECT count(*)::bigint AS n, coalesce(sum(total), 0) AS revenue,
+                        coalesce(sum(vat), 0) AS vat, coalesce(sum(subtotal), 0) AS subtotal
+                 FROM sales
+                 WHERE created_at >= {start} AND created_at < {end}
+                   AND ({branch}::uuid IS NULL OR branch_id = {branch})) s,
+                (SELECT count(*)::bigint AS n, coalesce(sum(total), 0) AS total,
+                        coalesce(sum(vat), 0) AS vat, coalesce(sum(subtotal), 0) AS subtotal
+                 FROM sale_returns
+                 WHERE status = 'issued' AND issued_at >= {start} AND issued_at < {end}
+                   AND ({branch}::uuid IS NULL OR branch_id = {branch})) r"#
     );
     let rows = db::raw_all(c, &q.sql, q.values).await?;
     let r = first(&rows)?;
@@ -140,22 +167,32 @@ pub(super) async fn sales_totals<C: GenericClient + Sync>(
         vat: r.get(2),
         subtotal: r.get(3),
         average: r.get(4),
+        returns_count: r.get(5),
+        returns_total: r.get(6),
     })
 }
 
-/// Every day of the window, zero-filled by `generate_series`.
+/// Every day of the window, zero-filled by `generate_series`; each day's
+/// credit notes are taken off its total.
 pub(super) async fn by_day<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Result<Vec<DayTotal>> {
     let w = s.window;
     let (from, to, start, end, tz, branch) = (w.from, w.to, w.start, w.end, w.tz.clone(), s.branch);
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"SELECT d::date, coalesce(x.n, 0)::bigint, coalesce(x.total, 0::numeric)
+        r#"SELECT d::date, coalesce(x.n, 0)::bigint,
+                  coalesce(x.total, 0::numeric) - coalesce(r.total, 0::numeric),
+                  coalesce(r.total, 0::numeric)
            FROM generate_series({from}::date, {to}::date, interval '1 day') d
            LEFT JOIN (SELECT (created_at AT TIME ZONE {tz})::date AS day, count(*) AS n, sum(total) AS total
                       FROM sales
                       WHERE created_at >= {start} AND created_at < {end}
                         AND ({branch}::uuid IS NULL OR branch_id = {branch})
                       GROUP BY 1) x ON x.day = d::date
+           LEFT JOIN (SELECT (issued_at AT TIME ZONE {tz})::date AS day, sum(total) AS total
+                      FROM sale_returns
+                      WHERE status = 'issued' AND issued_at >= {start} AND issued_at < {end}
+                        AND ({branch}::uuid IS NULL OR branch_id = {branch})
+                      GROUP BY 1) r ON r.day = d::date
            ORDER BY 1"#
     );
     let rows = db::raw_all(c, &q.sql, q.values).await?;
@@ -165,10 +202,13 @@ pub(super) async fn by_day<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Res
             date: r.get(0),
             count: r.get(1),
             total: r.get(2),
+            returns_total: r.get(3),
         })
         .collect())
 }
 
+/// Per payment method: its sales less the credit notes refunded that way
+/// (a method with refunds only is listed too).
 pub(super) async fn by_payment<C: GenericClient + Sync>(
     c: &C,
     s: &Scope<'_>,
@@ -176,11 +216,18 @@ pub(super) async fn by_payment<C: GenericClient + Sync>(
     let (start, end, branch) = (s.window.start, s.window.end, s.branch);
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"SELECT payment_method, count(*)::bigint, sum(total)
-           FROM sales
-           WHERE created_at >= {start} AND created_at < {end}
-             AND ({branch}::uuid IS NULL OR branch_id = {branch})
-           GROUP BY payment_method
+        r#"SELECT coalesce(x.method, r.method), coalesce(x.n, 0)::bigint,
+                  coalesce(x.total, 0) - coalesce(r.total, 0), coalesce(r.total, 0)
+           FROM (SELECT payment_method AS method, count(*) AS n, sum(total) AS total
+                 FROM sales
+                 WHERE created_at >= {start} AND created_at < {end}
+                   AND ({branch}::uuid IS NULL OR branch_id = {branch})
+                 GROUP BY payment_method) x
+           FULL JOIN (SELECT refund_method AS method, sum(total) AS total
+                      FROM sale_returns
+                      WHERE status = 'issued' AND issued_at >= {start} AND issued_at < {end}
+                        AND ({branch}::uuid IS NULL OR branch_id = {branch})
+                      GROUP BY refund_method) r ON r.method = x.method
            ORDER BY 3 DESC, 1"#
     );
     let rows = db::raw_all(c, &q.sql, q.values).await?;
@@ -190,12 +237,14 @@ pub(super) async fn by_payment<C: GenericClient + Sync>(
             payment_method: r.get(0),
             count: r.get(1),
             total: r.get(2),
+            returns_total: r.get(3),
         })
         .collect())
 }
 
-/// Lines (which carry their sale's time and branch) are aggregated per
-/// medicine first; only the top ten meet the catalogue.
+/// Lines (which carry their sale's time and branch), less the lines of
+/// the window's credit notes, are aggregated per medicine first; only the
+/// top ten meet the catalogue.
 pub(super) async fn top_selling<C: GenericClient + Sync>(
     c: &C,
     s: &Scope<'_>,
@@ -207,10 +256,20 @@ pub(super) async fn top_selling<C: GenericClient + Sync>(
                   CASE WHEN x.revenue = 0 THEN 0
                        ELSE round(100 * (x.revenue - x.cost) / x.revenue, 1) END
            FROM (SELECT medicine_id, sum(quantity)::bigint AS quantity,
-                        sum(line_total) AS revenue, sum(quantity * cost_at_sale) AS cost
-                 FROM sale_items
-                 WHERE sold_at >= {start} AND sold_at < {end}
-                   AND ({branch}::uuid IS NULL OR branch_id = {branch})
+                        sum(revenue) AS revenue, sum(cost) AS cost
+                 FROM (SELECT medicine_id, quantity, line_total AS revenue,
+                              quantity * cost_at_sale AS cost
+                       FROM sale_items
+                       WHERE sold_at >= {start} AND sold_at < {end}
+                         AND ({branch}::uuid IS NULL OR branch_id = {branch})
+                       UNION ALL
+                       SELECT ri.medicine_id, -ri.quantity, -ri.line_total,
+                              -ri.quantity * i.cost_at_sale
+                       FROM sale_returns r
+                       JOIN sale_return_items ri ON ri.return_id = r.id
+                       JOIN sale_items i ON i.id = ri.sale_item_id
+                       WHERE r.status = 'issued' AND r.issued_at >= {start} AND r.issued_at < {end}
+                         AND ({branch}::uuid IS NULL OR r.branch_id = {branch})) l
                  GROUP BY medicine_id) x
            JOIN medicines m ON m.id = x.medicine_id
            ORDER BY x.revenue DESC, m.name, x.medicine_id

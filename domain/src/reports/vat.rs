@@ -3,7 +3,8 @@
 use super::*;
 
 /// One month (or the window's total) of the VAT report. Taxable amounts are
-/// net of VAT (line total − line VAT).
+/// net of VAT (line total − line VAT). Credit notes come off the month they
+/// were issued in, at the rate their sale line carried.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct VatFigures {
     /// Lines sold at 0 % (zero-rated and exempt medicines, or standard-rated
@@ -44,14 +45,15 @@ pub struct VatReport {
     pub to_date: NaiveDate,
     #[schema(value_type = Option<String>)]
     pub branch_id: Option<Uuid>,
-    /// Months with sales in the window, newest first.
+    /// Months with sales or credit notes in the window, newest first.
     pub by_month: Vec<VatMonth>,
     pub totals: VatFigures,
 }
 
 /// Each month of the window is one range of the lines' time index, summed
-/// on its own (no per-line month bucketing, no sort); the `()` grouping set
-/// adds the months up.
+/// on its own (no per-line month bucketing, no sort), less the lines of the
+/// credit notes issued in that month; the `()` grouping set adds the
+/// months up.
 pub async fn vat<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Result<VatReport> {
     let w = s.window;
     let (from, start, end, tz, branch) = (w.from, w.start, w.end, w.tz.clone(), s.branch);
@@ -62,8 +64,10 @@ pub async fn vat<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Result<VatRep
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
         r#"SELECT grouping(k.month), k.month,
-                  coalesce(sum(a.taxable_0), 0), coalesce(sum(a.taxable_18), 0),
-                  coalesce(sum(a.vat), 0), coalesce(sum(a.grand), 0)
+                  coalesce(sum(a.taxable_0), 0) - coalesce(sum(r.taxable_0), 0),
+                  coalesce(sum(a.taxable_18), 0) - coalesce(sum(r.taxable_18), 0),
+                  coalesce(sum(a.vat), 0) - coalesce(sum(r.vat), 0),
+                  coalesce(sum(a.grand), 0) - coalesce(sum(r.grand), 0)
            FROM (SELECT to_char(m, 'YYYY-MM') AS month,
                         greatest({start}::timestamptz, m AT TIME ZONE {tz}) AS lo,
                         least({end}::timestamptz, (m + interval '1 month') AT TIME ZONE {tz}) AS hi
@@ -76,7 +80,14 @@ pub async fn vat<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Result<VatRep
                  FROM sale_items
                  WHERE sold_at >= k.lo AND sold_at < k.hi
                    AND ({branch}::uuid IS NULL OR branch_id = {branch})) a
-           WHERE a.lines > 0
+           CROSS JOIN LATERAL (
+                 SELECT sum(ri.line_total - ri.vat_amount) FILTER (WHERE ri.vat_rate = 0) AS taxable_0,
+                        sum(ri.line_total - ri.vat_amount) FILTER (WHERE ri.vat_rate > 0) AS taxable_18,
+                        sum(ri.vat_amount) AS vat, sum(ri.line_total) AS grand, count(*) AS lines
+                 FROM sale_returns cn JOIN sale_return_items ri ON ri.return_id = cn.id
+                 WHERE cn.status = 'issued' AND cn.issued_at >= k.lo AND cn.issued_at < k.hi
+                   AND ({branch}::uuid IS NULL OR cn.branch_id = {branch})) r
+           WHERE a.lines > 0 OR r.lines > 0
            GROUP BY GROUPING SETS ((k.month), ())
            ORDER BY 1 DESC, 2 DESC"#
     );

@@ -109,6 +109,10 @@ pub enum Kind {
     TransferOut,
     TransferIn,
     TransferCancel,
+    /// Units of a sale taken back onto the batch they were sold from.
+    Return,
+    /// Units destroyed or lost (expired, damaged, recalled, ...).
+    WriteOff,
 }
 
 impl Kind {
@@ -121,6 +125,8 @@ impl Kind {
             Kind::TransferOut => "TRANSFER_OUT",
             Kind::TransferIn => "TRANSFER_IN",
             Kind::TransferCancel => "TRANSFER_CANCEL",
+            Kind::Return => "RETURN",
+            Kind::WriteOff => "WRITE_OFF",
         }
     }
 }
@@ -369,6 +375,50 @@ pub async fn lock_sellable<C: GenericClient + Sync>(
     Ok(rows.iter().map(lot).collect())
 }
 
+/// A batch locked by id, with what a return or a write-off needs of it.
+#[derive(Debug, Clone)]
+pub struct LockedBatch {
+    pub batch_id: Uuid,
+    pub medicine_id: Uuid,
+    pub branch_id: Uuid,
+    pub batch_number: String,
+    pub remaining: i32,
+    pub unit_cost: Decimal,
+    pub is_deleted: bool,
+}
+
+/// Locks the batches `ids` (whatever their status), in the order sales
+/// lock them (medicine, expiry, receipt), so a return or a write-off never
+/// deadlocks with a sale. The lock is `FOR NO KEY UPDATE` (what the update
+/// of `qty_remaining` takes anyway): it does not wait for the key-share
+/// locks that foreign-key checks of other open transactions hold on the
+/// batch (a return's lines name their batch). Unknown ids are left out of
+/// the answer.
+pub async fn lock_by_id<C: GenericClient + Sync>(tx: &C, ids: &[Uuid]) -> Result<Vec<LockedBatch>> {
+    let ids: Vec<Uuid> = ids.to_vec();
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT id, medicine_id, branch_id, batch_number, qty_remaining, unit_cost, is_deleted
+           FROM batches
+           WHERE id = ANY({ids})
+           ORDER BY medicine_id, expiry_date, created_at, id
+           FOR NO KEY UPDATE"#
+    );
+    let rows = db::raw_all(tx, &q.sql, q.values).await?;
+    Ok(rows
+        .iter()
+        .map(|r| LockedBatch {
+            batch_id: r.get("id"),
+            medicine_id: r.get("medicine_id"),
+            branch_id: r.get("branch_id"),
+            batch_number: r.get("batch_number"),
+            remaining: r.get("qty_remaining"),
+            unit_cost: r.get("unit_cost"),
+            is_deleted: r.get("is_deleted"),
+        })
+        .collect())
+}
+
 /// Locks every batch holding stock of `medicine` at a branch (any status),
 /// oldest received first: what a stock count may adjust.
 pub async fn lock_all<C: GenericClient + Sync>(
@@ -451,8 +501,9 @@ pub async fn on_hand<C: GenericClient + Sync>(
     Ok(db::fetch_one(c, &q).await?.get(0))
 }
 
-/// The ledger invariants (stock, invoice counters, balances, one sale per
-/// accepted pushed mutation); each returned line describes one violation.
+/// The ledger invariants (stock, invoice counters, balances, returned units
+/// within sold per sale line, credit note counters, one sale per accepted
+/// pushed mutation); each returned line describes one violation.
 /// Used by tests and the benchmark's after-run checks.
 pub async fn invariant_violations<C: GenericClient + Sync>(c: &C) -> Result<Vec<String>> {
     let q = sea_query::raw_query!(
@@ -484,9 +535,37 @@ pub async fn invariant_violations<C: GenericClient + Sync>(c: &C) -> Result<Vec<
                   || ' differs from its ledger ' || coalesce(l.total, 0)
            FROM customers cu
            LEFT JOIN (SELECT customer_id,
-                             sum(CASE WHEN transaction_type = 'PAYMENT' THEN -amount ELSE amount END) AS total
+                             sum(CASE WHEN transaction_type IN ('PAYMENT', 'REFUND') THEN -amount
+                                      ELSE amount END) AS total
                       FROM customer_ledger GROUP BY customer_id) l ON l.customer_id = cu.id
            WHERE cu.current_balance <> coalesce(l.total, 0) OR cu.current_balance < 0
+           UNION ALL
+           SELECT 'sale line ' || i.id || ' sold ' || i.quantity || ' for ' || i.line_total
+                  || ', has ' || i.returned_quantity || ' returned, but its returns hold '
+                  || coalesce(r.held, 0) || ' for ' || coalesce(r.money, 0)
+           FROM (SELECT id, quantity, returned_quantity, line_total FROM sale_items
+                 WHERE returned_quantity > 0
+                 UNION
+                 SELECT i.id, i.quantity, i.returned_quantity, i.line_total
+                 FROM sale_items i JOIN sale_return_items ri ON ri.sale_item_id = i.id) i
+           LEFT JOIN (SELECT ri.sale_item_id, sum(ri.quantity)::bigint AS held,
+                             sum(ri.line_total) AS money
+                      FROM sale_return_items ri JOIN sale_returns r ON r.id = ri.return_id
+                      WHERE r.status <> 'rejected' GROUP BY ri.sale_item_id) r ON r.sale_item_id = i.id
+           WHERE i.returned_quantity <> coalesce(r.held, 0) OR i.returned_quantity > i.quantity
+              OR coalesce(r.money, 0) > i.line_total
+           UNION ALL
+           SELECT 'branch ' || branch_id || ' cn_seq has a gap or repeat: '
+                  || count(*) || ' credit notes, max cn_seq ' || max(cn_seq)
+           FROM sale_returns WHERE status = 'issued' GROUP BY branch_id
+           HAVING count(*) <> max(cn_seq) OR count(DISTINCT cn_seq) <> count(*)
+           UNION ALL
+           SELECT 'branch ' || c.branch_id || ' credit note counter at ' || c.last_cn_seq
+                  || ' but last cn_seq is ' || coalesce(r.top, 0)
+           FROM credit_note_counters c
+           LEFT JOIN (SELECT branch_id, max(cn_seq) AS top FROM sale_returns
+                      WHERE status = 'issued' GROUP BY branch_id) r ON r.branch_id = c.branch_id
+           WHERE c.last_cn_seq <> coalesce(r.top, 0)
            UNION ALL
            SELECT 'device ' || p.device_id || ' mutation ' || p.client_mutation_id
                   || ' was accepted as a sale but has ' || count(s.id) || ' sales'

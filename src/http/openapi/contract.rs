@@ -64,6 +64,18 @@ const NAMED: &[(&str, &str, &str)] = &[
     ("post", "/api/v1/marketing/contact", "submitContactRequest"),
     ("post", "/api/v1/devices", "registerDevice"),
     ("post", "/api/v1/purchases", "receivePurchase"),
+    ("post", "/api/v1/sales/{id}/returns", "createSaleReturn"),
+    (
+        "get",
+        "/api/v1/compliance/fiscal-preview/credit-notes/{id}",
+        "getCreditNoteFiscalPreview",
+    ),
+    (
+        "get",
+        "/api/v1/compliance/destruction-register",
+        "getDestructionRegister",
+    ),
+    ("get", "/api/v1/stock/expired", "listExpiredBatches"),
     ("get", "/api/v1/compliance/devices", "getDeviceRegister"),
     (
         "get",
@@ -360,6 +372,7 @@ const MONEY: &[&str] = &[
     "current_balance",
     "discount",
     "expected_cash",
+    "expired_value",
     "grand_total",
     "gross_profit",
     "line_total",
@@ -369,6 +382,7 @@ const MONEY: &[&str] = &[
     "opening_float",
     "paid_amount",
     "previous_balance",
+    "returns_total",
     "revenue",
     "selling_price",
     "spend",
@@ -381,6 +395,7 @@ const MONEY: &[&str] = &[
     "today_vat",
     "total",
     "total_amount",
+    "total_refunds",
     "total_revenue",
     "total_value",
     "total_vat",
@@ -391,6 +406,7 @@ const MONEY: &[&str] = &[
     "vat",
     "vat_amount",
     "vat_collected",
+    "written_off_value",
 ];
 
 pub(super) const MONEY_EXAMPLE: &str = "1500.00";

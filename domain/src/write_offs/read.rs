@@ -1,0 +1,315 @@
+//! Reading write-offs back, the expired batches still holding stock, and
+//! the destruction register.
+
+use super::*;
+
+use crate::books;
+
+/// Write-offs with their lines, shaped by `shape` (filters, order, paging).
+async fn select<C: GenericClient + Sync>(
+    c: &C,
+    shape: impl FnOnce(&mut SelectStatement),
+) -> Result<Vec<WriteOff>> {
+    let mut q = Query::select()
+        .columns([
+            ("w", "id"),
+            ("w", "branch_id"),
+            ("w", "reason"),
+            ("w", "total_value"),
+            ("w", "notes"),
+            ("w", "witness_name"),
+            ("w", "created_by"),
+            ("w", "created_at"),
+        ])
+        .expr_as(Expr::cust("coalesce(u.full_name, '')"), "created_by_name")
+        .from_as("write_offs", "w")
+        .join_as(
+            JoinType::LeftJoin,
+            "users",
+            "u",
+            Expr::col(("u", "id")).equals(("w", "created_by")),
+        )
+        .to_owned();
+    shape(&mut q);
+    let mut found: Vec<WriteOff> = db::fetch_all(c, &q)
+        .await?
+        .iter()
+        .map(|r| WriteOff {
+            id: r.get("id"),
+            branch_id: r.get("branch_id"),
+            reason: r.get("reason"),
+            items: Vec::new(),
+            total_value: r.get("total_value"),
+            notes: r.get("notes"),
+            witness_name: r.get("witness_name"),
+            created_by: r.get("created_by"),
+            created_by_name: r.get("created_by_name"),
+            created_at: r.get("created_at"),
+        })
+        .collect();
+    if found.is_empty() {
+        return Ok(found);
+    }
+    let ids: Vec<Uuid> = found.iter().map(|w| w.id).collect();
+    let items = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT i.write_off_id, i.batch_id, i.medicine_id, m.name, b.batch_number, i.quantity,
+                  i.unit_cost, i.value, i.is_controlled
+           FROM write_off_items i
+           JOIN medicines m ON m.id = i.medicine_id
+           JOIN batches b ON b.id = i.batch_id
+           WHERE i.write_off_id = ANY({ids}) ORDER BY i.write_off_id, i.line_no"#
+    );
+    let rows = db::raw_all(c, &items.sql, items.values).await?;
+    let mut by_write_off: HashMap<Uuid, Vec<WriteOffItem>> = HashMap::new();
+    for r in &rows {
+        by_write_off
+            .entry(r.get(0))
+            .or_default()
+            .push(WriteOffItem {
+                batch_id: r.get(1),
+                medicine_id: r.get(2),
+                medicine_name: r.get(3),
+                batch_number: r.get(4),
+                quantity: r.get(5),
+                unit_cost: r.get(6),
+                value: r.get(7),
+                is_controlled: r.get(8),
+            });
+    }
+    for w in &mut found {
+        w.items = by_write_off.remove(&w.id).unwrap_or_default();
+    }
+    Ok(found)
+}
+
+/// One write-off with its lines.
+pub async fn get<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<WriteOff>> {
+    let found = select(c, |q| {
+        q.and_where(Expr::col(("w", "id")).eq(id));
+    })
+    .await?;
+    Ok(found.into_iter().next())
+}
+
+/// Filters of the write-off list.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub branch_id: Option<Uuid>,
+    pub from: Option<DateTime<Utc>>,
+    pub until: Option<DateTime<Utc>>,
+}
+
+/// Newest first, paged; the page and the total.
+pub async fn list<C: GenericClient + Sync>(
+    c: &C,
+    f: &ListFilter,
+    page: Page,
+) -> Result<(Vec<WriteOff>, i64)> {
+    let filter = |q: &mut SelectStatement| {
+        if let Some(b) = f.branch_id {
+            q.and_where(Expr::col(("w", "branch_id")).eq(b));
+        }
+        if let Some(from) = f.from {
+            q.and_where(Expr::col(("w", "created_at")).gte(from));
+        }
+        if let Some(until) = f.until {
+            q.and_where(Expr::col(("w", "created_at")).lt(until));
+        }
+    };
+    let mut count = Query::select()
+        .expr(Expr::cust("count(*)"))
+        .from_as("write_offs", "w")
+        .to_owned();
+    filter(&mut count);
+    let total: i64 = db::fetch_one(c, &count).await?.get(0);
+    let items = select(c, |q| {
+        filter(q);
+        q.order_by(("w", "created_at"), Order::Desc)
+            .order_by(("w", "id"), Order::Desc)
+            .offset(page.offset())
+            .limit(page.limit());
+    })
+    .await?;
+    Ok((items, total))
+}
+
+/// Most expired batches one answer lists (as many as one write-off takes).
+pub const EXPIRED_LIST_MAX: i64 = MAX_LINES as i64;
+
+/// A batch past its expiry date that still holds stock.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ExpiredBatch {
+    #[schema(value_type = String)]
+    pub batch_id: Uuid,
+    #[schema(value_type = String)]
+    pub medicine_id: Uuid,
+    pub medicine_name: String,
+    pub batch_number: String,
+    #[schema(value_type = String, format = Date)]
+    pub expiry_date: NaiveDate,
+    /// Units the batch still holds.
+    pub quantity: i32,
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String)]
+    pub unit_cost: Decimal,
+    /// quantity × unit cost.
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String)]
+    pub value: Decimal,
+    /// A write-off of it needs a `witness_name`.
+    pub is_controlled: bool,
+    pub regulator_status: String,
+}
+
+/// The branch's expired batches holding stock (expiry before the
+/// organisation's today, any regulator status), oldest expiry first.
+pub async fn expired<C: GenericClient + Sync>(c: &C, branch_id: Uuid) -> Result<Vec<ExpiredBatch>> {
+    let limit = EXPIRED_LIST_MAX;
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT b.id, b.medicine_id, m.name, b.batch_number, b.expiry_date, b.qty_remaining,
+                  b.unit_cost, round(b.qty_remaining * b.unit_cost, 2), m.is_controlled,
+                  b.regulator_status
+           FROM batches b JOIN medicines m ON m.id = b.medicine_id
+           WHERE b.branch_id = {branch_id} AND b.qty_remaining > 0 AND NOT b.is_deleted
+             AND b.expiry_date < org_today()
+           ORDER BY b.expiry_date, m.name, b.id
+           LIMIT {limit}"#
+    );
+    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    Ok(rows
+        .iter()
+        .map(|r| ExpiredBatch {
+            batch_id: r.get(0),
+            medicine_id: r.get(1),
+            medicine_name: r.get(2),
+            batch_number: r.get(3),
+            expiry_date: r.get(4),
+            quantity: r.get(5),
+            unit_cost: r.get(6),
+            value: r.get(7),
+            is_controlled: r.get(8),
+            regulator_status: r.get(9),
+        })
+        .collect())
+}
+
+/// One line of the destruction register: a controlled medicine written off.
+#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
+pub struct DestructionRow {
+    /// The write-off line.
+    #[schema(value_type = String)]
+    pub id: Uuid,
+    #[schema(value_type = String)]
+    pub write_off_id: Uuid,
+    #[schema(value_type = String)]
+    pub branch_id: Uuid,
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub written_off_at: DateTime<Utc>,
+    #[schema(value_type = String)]
+    pub medicine_id: Uuid,
+    pub medicine_name: String,
+    pub control_schedule: String,
+    #[schema(value_type = String)]
+    pub batch_id: Uuid,
+    pub batch_number: String,
+    pub quantity: i32,
+    /// `expired`, `damaged`, `recalled`, `lost` or `other`.
+    pub reason: String,
+    pub witness_name: String,
+    pub written_off_by_name: String,
+}
+
+/// Every write-off line of a medicine that was controlled when written off,
+/// newest first.
+pub async fn destruction_register<C: GenericClient + Sync>(
+    c: &C,
+    scope: books::Scope,
+    paging: books::Paging,
+) -> Result<(Vec<DestructionRow>, i64)> {
+    let mut base = Query::select()
+        .from_as("write_off_items", "i")
+        .join_as(
+            JoinType::InnerJoin,
+            "write_offs",
+            "w",
+            Expr::col(("w", "id")).equals(("i", "write_off_id")),
+        )
+        .and_where(Expr::col(("i", "is_controlled")).eq(true))
+        .to_owned();
+    if let Some(b) = scope.branch_id {
+        base.and_where(Expr::col(("w", "branch_id")).eq(b));
+    }
+    if let Some(start) = scope.bounds.0 {
+        base.and_where(Expr::col(("w", "created_at")).gte(start));
+    }
+    if let Some(end) = scope.bounds.1 {
+        base.and_where(Expr::col(("w", "created_at")).lt(end));
+    }
+    let count = base.clone().expr(Expr::cust("count(*)")).to_owned();
+    let total: i64 = db::fetch_one(c, &count).await?.get(0);
+    let mut q = base
+        .columns([
+            ("i", "id"),
+            ("i", "write_off_id"),
+            ("i", "medicine_id"),
+            ("i", "batch_id"),
+            ("i", "quantity"),
+            ("i", "witness_name"),
+        ])
+        .columns([("w", "branch_id"), ("w", "reason")])
+        .expr_as(Expr::col(("w", "created_at")), "written_off_at")
+        .expr_as(Expr::col(("m", "name")), "medicine_name")
+        .expr_as(Expr::col(("m", "control_schedule")), "control_schedule")
+        .expr_as(Expr::col(("b", "batch_number")), "batch_number")
+        .expr_as(
+            Expr::cust("coalesce(u.full_name, '')"),
+            "written_off_by_name",
+        )
+        .join_as(
+            JoinType::InnerJoin,
+            "medicines",
+            "m",
+            Expr::col(("m", "id")).equals(("i", "medicine_id")),
+        )
+        .join_as(
+            JoinType::InnerJoin,
+            "batches",
+            "b",
+            Expr::col(("b", "id")).equals(("i", "batch_id")),
+        )
+        .join_as(
+            JoinType::LeftJoin,
+            "users",
+            "u",
+            Expr::col(("u", "id")).equals(("w", "created_by")),
+        )
+        .order_by(("w", "created_at"), Order::Desc)
+        .order_by(("i", "id"), Order::Desc)
+        .to_owned();
+    if let Some((offset, limit)) = paging {
+        q.offset(offset).limit(limit);
+    }
+    let rows = db::fetch_all(c, &q).await?;
+    let items = rows
+        .iter()
+        .map(|r: &Row| DestructionRow {
+            id: r.get("id"),
+            write_off_id: r.get("write_off_id"),
+            branch_id: r.get("branch_id"),
+            written_off_at: r.get("written_off_at"),
+            medicine_id: r.get("medicine_id"),
+            medicine_name: r.get("medicine_name"),
+            control_schedule: r.get("control_schedule"),
+            batch_id: r.get("batch_id"),
+            batch_number: r.get("batch_number"),
+            quantity: r.get("quantity"),
+            reason: r.get("reason"),
+            witness_name: r.get("witness_name"),
+            written_off_by_name: r.get("written_off_by_name"),
+        })
+        .collect();
+    Ok((items, total))
+}

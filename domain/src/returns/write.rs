@@ -489,7 +489,7 @@ pub async fn issue<C: GenericClient + Sync>(tx: &C, id: Uuid, issuer: Uuid) -> R
         branch_id: Some(note.branch_id),
         payload: serde_json::to_value(&note).map_err(Error::internal)?,
     };
-    writes.extend(changes::append_all_stmt(vec![(rev, change)]).map(|q| Stmt::of(&q)));
+    writes.push(changes::append_unnest_stmt(vec![(rev, change)]));
     let answers = db::pipeline(tx, &writes).await?;
     if answers.first().is_none_or(Vec::is_empty) {
         return Err(Error::internal("the return changed under its lock"));

@@ -236,7 +236,7 @@ pub(super) async fn apply_in(
 
 pub(super) fn count(entity: &str, outcome: &str) {
     let entity = match entity {
-        "sale" | "customer" | "supplier" | "medicine" => entity,
+        "sale" | "sale_return" | "customer" | "supplier" | "medicine" => entity,
         _ => "other",
     };
     SYNC_CHANGES.with_label_values(&[entity, outcome]).inc();
@@ -251,7 +251,7 @@ pub(super) async fn effect<C: GenericClient + Sync>(
 ) -> Result<Verdict> {
     let entity = Entity::parse(&change.entity);
     let supported = match change.entity.as_str() {
-        "sale" => change.op == "create",
+        "sale" | "sale_return" => change.op == "create",
         _ => entity.is_some() && ["create", "update", "delete"].contains(&change.op.as_str()),
     };
     if !supported {
@@ -260,8 +260,13 @@ pub(super) async fn effect<C: GenericClient + Sync>(
             change.entity, change.op
         )));
     }
-    // The REST rule of each entity; a pushed sale is a sale.
-    let action = entity.map_or(Action::Sell, Entity::action);
+    // The REST rule of each entity; a pushed sale is a sale, a pushed
+    // return a return.
+    let action = match (entity, change.entity.as_str()) {
+        (Some(e), _) => e.action(),
+        (None, "sale_return") => Action::ReturnSale,
+        (None, _) => Action::Sell,
+    };
     if !action.permits(pusher.role) {
         return Err(Error::forbidden(format!(
             "Your role ({}) may not write {} records.",
@@ -269,6 +274,23 @@ pub(super) async fn effect<C: GenericClient + Sync>(
         )));
     }
     let Some(entity) = entity else {
+        if change.entity == "sale_return" {
+            let note = crate::returns::push_create(
+                tx,
+                pusher.device_id,
+                pusher.branch_id,
+                pusher.user_id,
+                pusher.role,
+                cmid,
+                &change.payload,
+            )
+            .await?;
+            return Ok(Verdict::Accepted {
+                id: note.id.to_string(),
+                icv: note.cn_seq,
+                invoice_number: note.credit_note_number,
+            });
+        }
         return sale(tx, pusher, cmid, &change.payload).await;
     };
     let payload = &change.payload;

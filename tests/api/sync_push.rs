@@ -951,3 +951,48 @@ async fn a_fault_in_a_run_falls_back_to_one_transaction_per_sale_and_stops_at_th
     );
     t.app.assert_invariants().await;
 }
+
+#[tokio::test]
+async fn a_pushed_return_issues_a_credit_note_once_and_keeps_the_return_rules() {
+    let t = Till::open(10).await;
+    // An admin's till issues at once (a cashier's return waits for approval).
+    let admin = t.admin.clone();
+    let (status, body) = t.push(&admin, &t.device, vec![t.sale("s-1", 4)]).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let sale_id = body["accepted"][0]["id"].as_str().unwrap().to_owned();
+    let (_, sale) = t.app.get(&format!("/sales/{sale_id}"), &t.admin).await;
+    let line = sale["items"][0]["id"].clone();
+    let giving_back = |cmid: &str, qty: i64| {
+        json!({"client_mutation_id": cmid, "entity": "sale_return", "op": "create",
+               "payload": {"sale_id": sale_id, "reason": "wrong strength",
+                           "items": [{"sale_item_id": line, "quantity": qty}]}})
+    };
+    let changes = vec![giving_back("r-1", 3), giving_back("r-2", 2)];
+    let (status, body) = t.push(&admin, &t.device, changes.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["accepted"].as_array().unwrap().len(), 1, "{body}");
+    assert_eq!(body["accepted"][0]["invoice_number"], "KLA-CN-00000001");
+    assert_eq!(body["accepted"][0]["icv"], 1);
+    // More than is left on the line: refused as over REST.
+    assert_eq!(body["rejected"][0]["client_mutation_id"], "r-2");
+    assert_eq!(body["rejected"][0]["code"], "return_exceeds_sold");
+    // The batch again: the same answers, one credit note.
+    let again = t.push(&admin, &t.device, changes).await;
+    assert_eq!(again, (StatusCode::OK, body));
+    assert_eq!(
+        t.scalar("SELECT count(*) FROM sale_returns WHERE cn_seq IS NOT NULL")
+            .await,
+        1
+    );
+    // A role that may not take a sale back is refused per change.
+    let (_, auditor) = t.app.signed_in(t.branch, Role::Auditor).await;
+    let (status, body) = t
+        .push(&auditor, &t.device, vec![giving_back("r-3", 1)])
+        .await;
+    if status == StatusCode::OK {
+        assert_eq!(body["rejected"][0]["code"], "forbidden", "{body}");
+    } else {
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    }
+    t.app.assert_invariants().await;
+}

@@ -1,7 +1,6 @@
 //! `POST /sync/push`: a till's queued changes, handed to its device's actor.
 
 use actix_web::{web, HttpResponse};
-use serde_json::Value as Json;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -10,7 +9,7 @@ use crate::http::extract::{Json as Body, PushBodyLimit};
 use crate::state::AppState;
 use domain::error::Problem;
 use domain::sync::devices;
-use domain::sync::push::{Change, PushBatch, Pusher, MAX_CHANGES};
+use domain::sync::push::{Change, PushBatch, PushRequest, Pusher, MAX_CHANGES};
 use domain::{Action, Error, Result};
 
 use actix_web::post;
@@ -24,34 +23,6 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .app_data(PushBodyLimit)
             .service(push),
     );
-}
-
-/// One queued change.
-#[derive(Debug, ToSchema)]
-#[allow(dead_code)]
-pub struct PushChange {
-    /// The till's id for this change; a repeat has one effect and gets the
-    /// first answer again.
-    #[schema(min_length = 1, max_length = 200)]
-    client_mutation_id: String,
-    /// `sale`, `customer`, `supplier` or `medicine`.
-    entity: String,
-    /// `create` (sale, customer, supplier, medicine), `update`, `delete`
-    /// (customer, supplier, medicine).
-    op: String,
-    /// A sale: the `POST /sales` body (plus `occurred_at` for a sale made
-    /// offline). Others: the record's fields; `update`/`delete` name its `id`
-    /// and may carry `base_rev`.
-    #[schema(value_type = Object)]
-    payload: Json,
-}
-
-#[derive(Debug, ToSchema)]
-#[allow(dead_code)]
-pub struct PushRequest {
-    device_id: String,
-    /// At most 500 changes, applied in order.
-    changes: Vec<PushChange>,
 }
 
 #[derive(Debug, ToSchema)]
@@ -102,17 +73,10 @@ pub struct PushAnswer {
 pub async fn push(
     state: web::Data<AppState>,
     caller: Caller,
-    Body(body): Body<Json>,
+    Body(body): Body<PushRequest>,
 ) -> Result<HttpResponse> {
     caller.require(Action::Push)?;
-    let device_id = body
-        .get("device_id")
-        .and_then(Json::as_str)
-        .ok_or_else(|| Error::validation("device_id", "`device_id` is required (a string)."))?;
-    let changes = body
-        .get("changes")
-        .and_then(Json::as_array)
-        .ok_or_else(|| Error::validation("changes", "`changes` is required (an array)."))?;
+    let PushRequest { device_id, changes } = body;
     if changes.len() > MAX_CHANGES {
         return Err(Error::PayloadTooLarge(format!(
             "A push may carry at most {MAX_CHANGES} changes; this one has {}.",
@@ -124,7 +88,7 @@ pub async fn push(
         .enumerate()
         .map(|(i, raw)| Change::parse(raw, i))
         .collect::<Result<Vec<_>>>()?;
-    let device = device(&state, &caller, device_id).await?;
+    let device = device(&state, &caller, &device_id).await?;
     let span = tracing::info_span!("push", device_id = %device.id, changes = changes.len());
     let batch = PushBatch {
         pusher: Pusher {

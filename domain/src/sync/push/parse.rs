@@ -9,6 +9,37 @@ pub(super) const MAX_NAME_CHARS: usize = 50;
 /// How far in the past an offline sale may be dated.
 pub(super) const MAX_SALE_AGE_DAYS: i64 = 90;
 
+/// A push as a till sends it. The changes are read one by one
+/// (`Change::parse`), so a change of the wrong shape is answered naming
+/// its index and field.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+pub struct PushRequest {
+    pub device_id: String,
+    /// At most 500 changes, applied in order.
+    #[schema(value_type = Vec<PushChange>)]
+    pub changes: Vec<Json>,
+}
+
+/// One queued change, as a till sends it.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+pub struct PushChange {
+    /// The till's id for this change; a repeat has one effect and gets the
+    /// first answer again.
+    #[schema(min_length = 1, max_length = 200)]
+    pub client_mutation_id: String,
+    /// `sale`, `sale_return`, `customer`, `supplier` or `medicine`.
+    pub entity: String,
+    /// `create` (every entity), `update`, `delete` (customer, supplier,
+    /// medicine).
+    pub op: String,
+    /// A sale: the `POST /sales` body (plus `occurred_at` for a sale made
+    /// offline); a return: the `POST /sales/{id}/returns` body plus
+    /// `sale_id`. Others: the record's fields; `update`/`delete` name its
+    /// `id` and may carry `base_rev`.
+    #[schema(value_type = Object)]
+    pub payload: serde_json::Map<String, Json>,
+}
+
 /// One change as the till sent it, with the digest that tells a retry from
 /// a different change reusing its mutation id.
 #[derive(Debug, Clone)]
@@ -27,19 +58,30 @@ impl Change {
     /// not shape errors: they are answered per change as `unsupported`.)
     pub fn parse(raw: &Json, index: usize) -> Result<Change> {
         let field = |k: &str| format!("changes[{index}].{k}");
-        let text = |k: &str| {
-            raw.get(k).and_then(Json::as_str).ok_or_else(|| {
-                Error::validation(field(k), format!("`{}` must be a string.", field(k)))
-            })
+        let shape = |k: &str| {
+            let detail = match k {
+                "client_mutation_id" => {
+                    "Each change needs a `client_mutation_id` of 1 to 200 characters.".to_owned()
+                }
+                "payload" => format!("`{}` must be an object.", field(k)),
+                _ => format!("`{}` must be a string.", field(k)),
+            };
+            Error::validation(field(k), detail)
         };
-        let cmid = text("client_mutation_id")?;
+        let typed: PushChange = serde_path_to_error::deserialize(raw).map_err(|e| {
+            let path = e.path().to_string();
+            let message = e.inner().to_string();
+            let named = ["client_mutation_id", "entity", "op", "payload"]
+                .into_iter()
+                .find(|k| path == *k || message.contains(&format!("`{k}`")));
+            // Not an object at all: its first field is what is missing.
+            shape(named.unwrap_or("client_mutation_id"))
+        })?;
+        let cmid = typed.client_mutation_id.as_str();
         if cmid.trim().is_empty() || cmid.chars().count() > 200 {
-            return Err(Error::validation(
-                field("client_mutation_id"),
-                "Each change needs a `client_mutation_id` of 1 to 200 characters.",
-            ));
+            return Err(shape("client_mutation_id"));
         }
-        let (entity, op) = (text("entity")?, text("op")?);
+        let (entity, op) = (typed.entity.as_str(), typed.op.as_str());
         for (k, v) in [("entity", entity), ("op", op)] {
             if v.chars().count() > MAX_NAME_CHARS {
                 return Err(Error::validation(
@@ -51,16 +93,7 @@ impl Change {
                 ));
             }
         }
-        let payload = raw
-            .get("payload")
-            .filter(|p| p.is_object())
-            .cloned()
-            .ok_or_else(|| {
-                Error::validation(
-                    field("payload"),
-                    format!("`{}` must be an object.", field("payload")),
-                )
-            })?;
+        let payload = Json::Object(typed.payload);
         let canonical = json!({"entity": entity, "op": op, "payload": payload});
         Ok(Change {
             client_mutation_id: cmid.to_owned(),

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use domain::db::Pool;
 use domain::sales::desk::SaleDesk;
+use domain::sync::live::Live;
 use domain::Registry;
 
 use crate::auth::tokens::TokenKeys;
@@ -17,4 +18,6 @@ pub struct AppState {
     pub sales: Arc<SaleDesk>,
     pub config: Arc<Config>,
     pub tokens: TokenKeys,
+    /// The change feed's settled horizon and long-poll wake-ups.
+    pub live: Arc<Live>,
 }

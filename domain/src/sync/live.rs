@@ -13,14 +13,15 @@
 //! and sends one `NOTIFY` (outside any write transaction) when it finds
 //! them; every process's *listener* (one connection outside the pool,
 //! reconnecting when lost) hears it and makes its own scanner look. The
-//! scanner publishes the highest rev per branch; a parked poll wakes when
-//! its branch's (or the organisation-wide) rev moves. While polls are
+//! scanner publishes the highest rev per branch, each on its own channel; a
+//! parked poll wakes only when its branch's (or the organisation-wide) rev
+//! moves. While polls are
 //! parked the scanner also looks once a second, for writes made outside the
 //! service.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -49,48 +50,98 @@ const PARKED_LOOK: Duration = Duration::from_secs(1);
 const SCAN_BACK: i64 = 2000;
 
 /// The highest committed rev seen, for the whole log, the
-/// organisation-wide rows, and each branch.
-#[derive(Debug, Clone, Default)]
-pub struct Tops {
-    pub all: i64,
-    pub org: i64,
-    pub branches: HashMap<Uuid, i64>,
+/// organisation-wide rows, and each branch: one channel each, so a commit
+/// wakes only the parked polls that may see it.
+struct Tops {
+    all: watch::Sender<i64>,
+    org: watch::Sender<i64>,
+    branches: Mutex<HashMap<Uuid, watch::Sender<i64>>>,
+}
+
+impl Default for Tops {
+    fn default() -> Self {
+        Tops {
+            all: watch::channel(0).0,
+            org: watch::channel(0).0,
+            branches: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+/// Raises a channel's value; true when it moved.
+fn raise(tx: &watch::Sender<i64>, rev: i64) -> bool {
+    tx.send_if_modified(|top| {
+        let moved = rev > *top;
+        if moved {
+            *top = rev;
+        }
+        moved
+    })
 }
 
 impl Tops {
-    /// The highest rev a caller of `scope` could see.
-    pub fn of(&self, scope: Scope) -> i64 {
-        match scope {
-            None => self.all,
-            Some(b) => self.org.max(self.branches.get(&b).copied().unwrap_or(0)),
-        }
+    fn branch(&self, b: Uuid) -> watch::Sender<i64> {
+        let mut map = self.branches.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(b).or_insert_with(|| watch::channel(0).0).clone()
     }
 
     /// Merges a scan's maxima; true when any of them moved.
-    fn merge(&mut self, rows: &[(Option<Uuid>, i64)]) -> bool {
+    fn merge(&self, rows: &[(Option<Uuid>, i64)]) -> bool {
         let mut moved = false;
         for &(branch, rev) in rows {
-            let slot = match branch {
-                None => &mut self.org,
-                Some(b) => self.branches.entry(b).or_default(),
+            moved |= match branch {
+                None => raise(&self.org, rev),
+                Some(b) => raise(&self.branch(b), rev),
             };
-            if rev > *slot {
-                *slot = rev;
-                moved = true;
-            }
-            if rev > self.all {
-                self.all = rev;
-                moved = true;
-            }
+            moved |= raise(&self.all, rev);
         }
         moved
+    }
+
+    fn waiter(&self, scope: Scope) -> Waiter {
+        match scope {
+            None => Waiter {
+                a: self.all.subscribe(),
+                b: None,
+            },
+            Some(b) => Waiter {
+                a: self.org.subscribe(),
+                b: Some(self.branch(b).subscribe()),
+            },
+        }
+    }
+}
+
+/// What a parked poll waits on: the highest rev its caller may see.
+pub struct Waiter {
+    a: watch::Receiver<i64>,
+    b: Option<watch::Receiver<i64>>,
+}
+
+impl Waiter {
+    /// The highest rev the caller may see, as last published (marked seen).
+    pub fn top(&mut self) -> i64 {
+        let a = *self.a.borrow_and_update();
+        let b = self.b.as_mut().map_or(0, |b| *b.borrow_and_update());
+        a.max(b)
+    }
+
+    /// Until it may have moved; an error when the process is stopping.
+    pub async fn changed(&mut self) -> std::result::Result<(), watch::error::RecvError> {
+        match self.b.as_mut() {
+            None => self.a.changed().await,
+            Some(b) => tokio::select! {
+                r = self.a.changed() => r,
+                r = b.changed() => r,
+            },
+        }
     }
 }
 
 /// The feed's live state in one process (one per database pool).
 pub struct Live {
     pub horizon: Horizon,
-    tops: watch::Sender<Tops>,
+    tops: Tops,
     parked: AtomicUsize,
     max_parked: usize,
     /// A notification arrived (or the listener reconnected): look.
@@ -118,7 +169,7 @@ impl Live {
         let (alive_tx, alive_rx) = watch::channel(());
         Arc::new(Live {
             horizon: Horizon::new(),
-            tops: watch::channel(Tops::default()).0,
+            tops: Tops::default(),
             parked: AtomicUsize::new(0),
             max_parked,
             heard: Arc::new(Notify::new()),
@@ -149,9 +200,9 @@ impl Live {
         live
     }
 
-    /// Follows the highest committed revs.
-    pub fn tops(&self) -> watch::Receiver<Tops> {
-        self.tops.subscribe()
+    /// Follows the highest committed rev a caller of `scope` may see.
+    pub fn waiter(&self, scope: Scope) -> Waiter {
+        self.tops.waiter(scope)
     }
 
     /// Polls parked right now.
@@ -182,7 +233,7 @@ impl Live {
     /// publishes their maxima; true when any moved.
     async fn scan(&self, pool: &Pool) -> Result<bool> {
         let client = pool.get().await?;
-        let seen = self.tops.borrow().all;
+        let seen = *self.tops.all.borrow();
         let rows = if seen == 0 {
             // First look: the current maximum is the baseline.
             let top = self.horizon.look(&client).await?;
@@ -209,12 +260,7 @@ impl Live {
                 .collect()
         };
         drop(client);
-        let mut moved = false;
-        self.tops.send_if_modified(|t| {
-            moved = t.merge(&rows);
-            moved
-        });
-        Ok(moved)
+        Ok(self.tops.merge(&rows))
     }
 
     /// Tells the other processes (and this one's listener) to look.
@@ -367,14 +413,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tops_follow_the_scope() {
+    fn a_waiter_follows_its_scope_only() {
         let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
-        let mut t = Tops::default();
+        let t = Tops::default();
+        let (mut admin, mut of_a, mut of_b) =
+            (t.waiter(None), t.waiter(Some(a)), t.waiter(Some(b)));
         assert!(t.merge(&[(None, 5), (Some(a), 9)]));
-        assert_eq!((t.of(None), t.of(Some(a)), t.of(Some(b))), (9, 9, 5));
+        assert_eq!((admin.top(), of_a.top(), of_b.top()), (9, 9, 5));
         assert!(!t.merge(&[(Some(a), 7)]), "never goes back");
         assert!(t.merge(&[(Some(b), 8)]));
-        assert_eq!((t.of(None), t.of(Some(b))), (9, 8));
+        assert!(!of_a.a.has_changed().unwrap() && !of_a.b.as_ref().unwrap().has_changed().unwrap());
+        assert_eq!((admin.top(), of_a.top(), of_b.top()), (9, 9, 8));
     }
 
     #[test]

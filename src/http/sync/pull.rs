@@ -134,8 +134,8 @@ pub async fn changes(
     let live = &state.live;
     // Taken before the first read: a change that commits after it wakes
     // the wait below.
-    let mut tops = live.tops();
-    let mut seen = tops.borrow_and_update().of(scope);
+    let mut tops = live.waiter(scope);
+    let mut seen = tops.top();
     let page = snapshot::feed(&state.pool, &live.horizon, scope, since, limit).await?;
     if !page.changes.is_empty() || wait.is_zero() {
         return Ok(HttpResponse::Ok().json(page));
@@ -150,7 +150,7 @@ pub async fn changes(
             // The time is up (or the server is stopping).
             Err(_) | Ok(Err(_)) => break,
         }
-        let top = tops.borrow_and_update().of(scope);
+        let top = tops.top();
         if top <= seen {
             continue;
         }

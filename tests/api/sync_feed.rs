@@ -584,3 +584,44 @@ async fn the_openapi_document_describes_the_wait_parameter() {
         .as_str()
         .is_some_and(|d| d.contains("Retry-After")));
 }
+
+/// Concurrent updates of one row take their revs in the order they write
+/// it: the feed's last change of the row is the row as it stands, so a till
+/// applying the feed in rev order ends where the server is.
+#[tokio::test]
+async fn concurrent_updates_of_a_row_reach_the_feed_in_the_order_they_were_written() {
+    let app = TestApp::spawn().await;
+    let a = app.branch("A").await;
+    let (_, admin) = app.signed_in(a, Role::Admin).await;
+    let customer = customer_at(&app, &app.base, &admin, "Contended").await;
+    let id = customer["id"].as_str().unwrap().to_owned();
+    for round in 0..3 {
+        let updates = (0..12).map(|i| {
+            let (app, admin, id) = (&app, &admin, &id);
+            async move {
+                let res = app
+                    .http
+                    .put(format!("{}/customers/{id}", app.base))
+                    .bearer_auth(admin)
+                    .json(&json!({ "name": format!("Name {round}-{i}") }))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(res.status(), StatusCode::OK);
+            }
+        });
+        join_all(updates).await;
+        let (_, row) = app.get(&format!("/customers/{id}"), &admin).await;
+        let (_, page) = app.get("/sync/changes?since=0&limit=5000", &admin).await;
+        let last = page["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["entity_id"] == id.as_str())
+            .max_by_key(|c| c["rev"].as_i64().unwrap())
+            .unwrap()
+            .clone();
+        assert_eq!(last["payload"]["name"], row["name"], "round {round}");
+        assert_eq!(last["rev"], row["rev"], "round {round}");
+    }
+}

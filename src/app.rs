@@ -16,6 +16,7 @@ use crate::telemetry;
 use domain::customers::PaymentDesk;
 use domain::db::Pool;
 use domain::sales::desk::SaleDesk;
+use domain::sync::live::Live;
 use domain::Registry;
 
 /// A started server and the actor registry it feeds.
@@ -37,8 +38,14 @@ pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Resu
     };
     let shutdown = config.http.shutdown_timeout_secs;
     let http_cfg = config.http.clone();
+    let live = Live::start(
+        pool.clone(),
+        config.database.url.clone(),
+        config.sync.max_parked_polls,
+    );
     let state = web::Data::new(AppState {
         pool,
+        live,
         actors: registry.clone(),
         sales: Arc::new(SaleDesk::new(config.actors.sale_batch_max)),
         payments: Arc::new(PaymentDesk::new(config.actors.sale_batch_max)),

@@ -30,6 +30,24 @@ pub struct Config {
     pub actors: ActorsConfig,
     pub log: LogConfig,
     pub marketing: MarketingConfig,
+    #[serde(default)]
+    pub sync: SyncConfig,
+}
+
+/// The change feed's long polls.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SyncConfig {
+    /// Most `GET /sync/changes?wait=` polls one process holds parked at
+    /// once; more get 503 with Retry-After.
+    pub max_parked_polls: usize,
+}
+
+impl Default for SyncConfig {
+    fn default() -> Self {
+        SyncConfig {
+            max_parked_polls: 10_000,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -147,6 +165,7 @@ impl std::fmt::Debug for Config {
             .field("database.pool_size", &self.database.pool_size)
             .field("actors", &self.actors)
             .field("log", &self.log)
+            .field("sync", &self.sync)
             .finish_non_exhaustive()
     }
 }

@@ -174,6 +174,9 @@ async fn run_with_database(
                 "serving on http://{}:{}/api/v1 (docs at /docs)",
                 config.http.host, config.http.port
             ));
+            // The change feed's listener connects with the same URL.
+            let mut config = config;
+            config.database.url = Some(url.to_owned());
             app::serve(config, pool).await?;
         }
         Command::Devdb { .. } => {}

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use domain::customers::PaymentDesk;
 use domain::db::Pool;
 use domain::sales::desk::SaleDesk;
+use domain::sync::live::Live;
 use domain::Registry;
 
 use crate::auth::tokens::TokenKeys;
@@ -20,4 +21,6 @@ pub struct AppState {
     pub payments: Arc<PaymentDesk>,
     pub config: Arc<Config>,
     pub tokens: TokenKeys,
+    /// The change feed's settled horizon and long-poll wake-ups.
+    pub live: Arc<Live>,
 }

@@ -856,3 +856,67 @@ async fn a_batch_queued_before_a_revocation_is_refused_when_its_turn_comes() {
     let violations = s.violations().await;
     assert!(violations.is_empty(), "{violations:#?}");
 }
+
+/// Long polling across real processes: a poll parked on this test's server
+/// wakes when a separate `pharmacy serve` process (its own memory: only
+/// PostgreSQL `LISTEN/NOTIFY` links them) commits a change, and the other
+/// way round.
+#[tokio::test]
+async fn a_parked_poll_wakes_when_a_separate_server_process_commits() {
+    let app = TestApp::spawn().await;
+    let url = app.config.database.url.clone().unwrap();
+    let server = Server::start(&url, &app.config.auth.jwt_secret, free_port());
+    server.ready().await;
+    let branch = app.branch("KLA").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let http = client();
+    for (parked_on, written_on) in [
+        (app.base.clone(), server.base()),
+        (server.base(), app.base.clone()),
+    ] {
+        let (_, page) = send(
+            &http,
+            Method::GET,
+            &format!("{parked_on}/sync/changes?limit=5000"),
+            &admin,
+            &Value::Null,
+        )
+        .await
+        .unwrap();
+        let cursor = page["max_rev"].as_i64().unwrap();
+        let poll = tokio::spawn({
+            let (http, admin) = (http.clone(), admin.clone());
+            let path = format!("{parked_on}/sync/changes?since={cursor}&wait=20");
+            async move {
+                let answer = send(&http, Method::GET, &path, &admin, &Value::Null).await;
+                (Instant::now(), answer.unwrap())
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!poll.is_finished(), "the poll is parked");
+        let (status, created) = send(
+            &http,
+            Method::POST,
+            &format!("{written_on}/customers"),
+            &admin,
+            &json!({"name": "Across processes"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(status, StatusCode::CREATED, "{created}");
+        let committed = Instant::now();
+        let (answered, (status, page)) = poll.await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{page}");
+        let woke = answered.saturating_duration_since(committed);
+        eprintln!("faults: a poll parked on {parked_on} woke {woke:?} after the commit");
+        assert!(woke < Duration::from_secs(1), "woke after {woke:?}");
+        assert!(
+            page["changes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["entity_id"] == created["id"]),
+            "{page}"
+        );
+    }
+}

@@ -182,7 +182,7 @@ impl ClientOut {
         *self.counters.entry(counter).or_default() += by;
     }
 
-    fn merge(&mut self, other: ClientOut) {
+    pub fn merge(&mut self, other: ClientOut) {
         for (k, t) in &other.tallies {
             self.tally(k).merge(t);
         }

@@ -53,6 +53,7 @@ use crate::server::{Rss, Sampler, Server};
 const SCENARIOS: &[&str] = &[
     "payments",
     "sales",
+    "sales+pull",
     "sales-hot",
     "push",
     "reads",
@@ -66,8 +67,8 @@ const SCENARIOS: &[&str] = &[
     about = "Load generator for the pharmacy service: throughput, latency, overload, invariants"
 )]
 struct Cli {
-    /// Scenarios to run: payments, sales, sales-hot, push, reads, snapshot,
-    /// overload; `all` for every one; `smoke` for a short correctness run
+    /// Scenarios to run: payments, sales, sales+pull, sales-hot, push,
+    /// reads, snapshot, overload; `all` for every one; `smoke` for a short correctness run
     /// of every one (small data, no baseline, no targets).
     #[arg(required = true)]
     scenarios: Vec<String>,
@@ -80,6 +81,13 @@ struct Cli {
     /// Concurrent clients (payments, sales, sales-hot, reads; overload has 4×).
     #[arg(long, default_value_t = 64)]
     clients: usize,
+    /// `sales+pull`: tills polling the change feed in a tight loop while
+    /// the sales run.
+    #[arg(long, default_value_t = 8)]
+    pollers: usize,
+    /// `sales+pull`: tills holding long polls (`wait` up to 30 s).
+    #[arg(long, default_value_t = 200)]
+    long_polls: usize,
     /// Devices pushing (`push`), spread over `--device-branches` branches.
     #[arg(long, default_value_t = 32)]
     devices: usize,
@@ -343,6 +351,8 @@ async fn run(mut cli: Cli) -> Result<bool> {
         cli.branches = cli.branches.min(4);
         cli.customers = cli.customers.min(40);
         cli.mailboxes = vec![2];
+        cli.pollers = cli.pollers.min(2);
+        cli.long_polls = cli.long_polls.min(8);
         cli.no_baseline = true;
     }
     let sizes = Sizes {
@@ -495,6 +505,10 @@ async fn measure(
             )
             .await
             .with_context(|| format!("scenario {name}"))?;
+            let mut r = r;
+            if r.scenario == "sales+pull" && !smoke {
+                against_sales_alone(&mut r, &reports);
+            }
             print_report(&r);
             let file = match mailbox {
                 Some(m) => format!("{name}-mailbox-{m}.json"),
@@ -571,7 +585,7 @@ async fn scenario(
 ) -> Result<Report> {
     let writes = matches!(
         name,
-        "payments" | "sales" | "sales-hot" | "push" | "overload"
+        "payments" | "sales" | "sales+pull" | "sales-hot" | "push" | "overload"
     );
     let clients = match name {
         "push" => world.devices.len(),
@@ -619,6 +633,15 @@ async fn scenario(
         anyhow::Ok(())
     };
     let batch = cli.batch.max(1);
+    // The feed's tills start from the log's end (not its whole history).
+    let feed_from = if name == "sales+pull" {
+        let c = pool.get().await?;
+        c.query_one("SELECT coalesce(max(rev), 0)::bigint FROM change_log", &[])
+            .await?
+            .get::<_, i64>(0)
+    } else {
+        0
+    };
     let load = async {
         match name {
             "payments" => {
@@ -644,6 +667,22 @@ async fn scenario(
                     scenarios::sales(i, ctx.clone(), w, true)
                 })
                 .await
+            }
+            "sales+pull" => {
+                let sell = drive(clients, window, |i, w| {
+                    scenarios::sales(i, ctx.clone(), w, false)
+                });
+                let poll = drive(cli.pollers, window, |i, w| {
+                    scenarios::pull(i, ctx.clone(), w, feed_from, false)
+                });
+                let park = drive(cli.long_polls, window, |i, w| {
+                    scenarios::pull(i, ctx.clone(), w, feed_from, true)
+                });
+                let (sold, polled, parked) = tokio::join!(sell, poll, park);
+                let mut all = sold?;
+                all.merge(polled?);
+                all.merge(parked?);
+                Ok(all)
             }
             "push" => {
                 drive(clients, window, |i, w| {
@@ -818,6 +857,27 @@ async fn scenario(
             ));
         }
         "sales" => targets.push(check(">= 35 % of pgbench -N", r >= 0.35, pct(r))),
+        "sales+pull" => {
+            let empty = kinds.get("poll_empty");
+            targets.push(check(
+                "a poll with nothing new answers in < 5 ms (p99)",
+                empty.is_some_and(|s| s.p99_ms < 5.0),
+                empty.map_or("no empty poll".into(), |s| {
+                    format!(
+                        "p50 {:.1} ms, p99 {:.1} ms over {} polls",
+                        s.p50_ms, s.p99_ms, s.requests
+                    )
+                }),
+            ));
+            targets.push(check(
+                "RSS flat (±10 %) with the long polls parked",
+                rss.spread_pct <= 10.0,
+                format!(
+                    "spread {:.1} %, drift {:.1} %",
+                    rss.spread_pct, rss.drift_pct
+                ),
+            ));
+        }
         "sales-hot" => targets.push(check(
             ">= 1,000 sales/s (gapless icv checked above)",
             main.per_sec >= 1000.0,
@@ -920,6 +980,24 @@ async fn scenario(
         service_metrics: actor_metrics,
         statements,
     })
+}
+
+/// `sales+pull` against the same run's `sales` (when it ran first).
+fn against_sales_alone(r: &mut Report, earlier: &[Report]) {
+    let Some(alone) = earlier.iter().find(|e| e.scenario == "sales") else {
+        return;
+    };
+    let ratio = r.main.per_sec / alone.main.per_sec.max(f64::MIN_POSITIVE);
+    r.targets.push(check(
+        ">= 90 % of sales alone (same run)",
+        ratio >= 0.9,
+        format!(
+            "{:.1} % ({:.0} against {:.0} sales/s)",
+            ratio * 100.0,
+            r.main.per_sec,
+            alone.main.per_sec
+        ),
+    ));
 }
 
 fn print_report(r: &Report) {

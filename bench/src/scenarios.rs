@@ -329,3 +329,56 @@ pub async fn snapshot(i: usize, ctx: Arc<Ctx>, w: Window) -> Result<ClientOut> {
     }
     Ok(out)
 }
+
+/// `sales+pull`'s tills: client `i` pulls the feed as the cashier of branch
+/// `i % branches`, from `since`. A tight poller (`long = false`) asks again
+/// as soon as it is answered; a long poller follows the till loop the
+/// README recommends: `wait` up to 30 s, and after an answer with changes
+/// (and no more pages) a pause of a second before the next long poll.
+/// Tallies: `poll_empty` (a tight poll with nothing new: should answer in
+/// a few ms), `poll` (a tight poll with changes), `long_poll`.
+pub async fn pull(i: usize, ctx: Arc<Ctx>, w: Window, since: i64, long: bool) -> Result<ClientOut> {
+    let world = &ctx.world;
+    let branch = &world.branches[i % world.branches.len()];
+    let mut out = ClientOut::default();
+    let mut cursor = since;
+    while w.running() {
+        let left = w.deadline.saturating_duration_since(Instant::now());
+        let wait = if long { left.as_secs().min(30) } else { 0 };
+        if long && wait == 0 {
+            break;
+        }
+        let path = format!("/sync/changes?since={cursor}&limit=500&wait={wait}");
+        let started = Instant::now();
+        let a = send(&ctx, Method::GET, &path, &branch.token, None).await;
+        let page: Value = serde_json::from_slice(&a.body).unwrap_or(Value::Null);
+        let changes = page["changes"].as_array().map_or(0, Vec::len) as u64;
+        let kind = match (long, changes) {
+            (true, _) => "long_poll",
+            (false, 0) => "poll_empty",
+            (false, _) => "poll",
+        };
+        if w.counts(started) {
+            out.tally(kind).record(started, a.status, changes);
+        }
+        if !ok(a.status) {
+            out.tally(kind).sample(describe(&a));
+            continue;
+        }
+        let Some(next) = page["max_rev"].as_i64() else {
+            out.fail(format!("no max_rev: {}", describe(&a)));
+            continue;
+        };
+        if next < cursor {
+            out.fail(format!("the cursor went back from {cursor} to {next}"));
+        }
+        cursor = next;
+        let more = page["has_more"].as_bool().unwrap_or(false);
+        if long && changes > 0 && !more {
+            let pause = std::time::Duration::from_secs(1);
+            tokio::time::sleep(pause.min(w.deadline.saturating_duration_since(Instant::now())))
+                .await;
+        }
+    }
+    Ok(out)
+}

@@ -51,6 +51,7 @@ mod stockcount;
 mod supplier_finance;
 mod supplier_invoices;
 mod suppliers;
+mod sync_feed;
 mod sync_pull;
 mod sync_push;
 mod token_attacks;

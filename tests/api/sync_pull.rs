@@ -735,7 +735,7 @@ async fn a_snapshot_and_the_feed_wait_for_a_write_in_flight() {
 }
 
 #[tokio::test]
-async fn an_abandoned_pull_never_leaves_the_rev_lock_held() {
+async fn an_abandoned_pull_never_holds_up_writers() {
     let app = TestApp::spawn().await;
     let a = app.branch("A").await;
     let (_, admin) = app.signed_in(a, Role::Admin).await;
@@ -754,14 +754,19 @@ async fn an_abandoned_pull_never_leaves_the_rev_lock_held() {
     // Reads dropped while they wait (actix lets a handler finish when its
     // client goes, so drop the futures themselves).
     let pool = &app.pool;
+    let horizon = domain::sync::horizon::Horizon::new();
     let wait = Duration::from_millis(200);
-    let snap = tokio::time::timeout(wait, domain::sync::snapshot::read(pool, None)).await;
+    let snap = tokio::time::timeout(wait, domain::sync::snapshot::read(pool, &horizon, None)).await;
     assert!(snap.is_err(), "the snapshot should still be waiting");
-    let feed = tokio::time::timeout(wait, domain::sync::snapshot::feed(pool, None, 0, 10)).await;
+    let feed = tokio::time::timeout(
+        wait,
+        domain::sync::snapshot::feed(pool, &horizon, None, 0, 10),
+    )
+    .await;
     assert!(feed.is_err(), "the feed should still be waiting");
     late.batch_execute("COMMIT").await.unwrap();
     drop(late);
-    // Writers and readers carry on: no pooled connection kept the lock.
+    // Writers and readers carry on: nothing a reader left behind holds them.
     let writes = tokio::time::timeout(
         Duration::from_secs(5),
         join_all((0..10).map(|i| customer(&app, &admin, json!({"name": format!("After {i}")})))),

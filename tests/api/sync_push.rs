@@ -1,6 +1,7 @@
 //! `POST /sync/push` and `/sync/conflicts`.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use futures_util::future::join_all;
 use reqwest::StatusCode;
@@ -995,4 +996,104 @@ async fn a_pushed_return_issues_a_credit_note_once_and_keeps_the_return_rules() 
         assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     }
     t.app.assert_invariants().await;
+}
+
+async fn last_seen(t: &Till) -> Option<chrono::DateTime<chrono::Utc>> {
+    let client = t.app.pool.get().await.unwrap();
+    let id: Uuid = t.device.parse().unwrap();
+    client
+        .query_one("SELECT last_seen_at FROM devices WHERE id = $1", &[&id])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// `last_seen_at` is written at most once a minute per device, so a push
+/// does not pay a commit of its own for it.
+#[tokio::test]
+async fn a_push_writes_last_seen_at_at_most_once_a_minute() {
+    let t = Till::open(10).await;
+    assert_eq!(last_seen(&t).await, None);
+    let (status, _) = t.push(&t.cashier, &t.device, vec![t.sale("m-1", 1)]).await;
+    assert_eq!(status, StatusCode::OK);
+    let first = last_seen(&t).await.expect("the first push is recorded");
+    for i in 2..5 {
+        let (status, _) = t
+            .push(&t.cashier, &t.device, vec![t.sale(&format!("m-{i}"), 1)])
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(
+            last_seen(&t).await,
+            Some(first),
+            "written again within a minute"
+        );
+    }
+    // A minute later it moves again.
+    let client = t.app.pool.get().await.unwrap();
+    let id: Uuid = t.device.parse().unwrap();
+    client
+        .execute(
+            "UPDATE devices SET last_seen_at = now() - interval '61 seconds' WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    let stale = last_seen(&t).await.unwrap();
+    let (status, _) = t.push(&t.cashier, &t.device, vec![t.sale("m-9", 1)]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(last_seen(&t).await.unwrap() > stale);
+}
+
+/// A replayed batch is answered from the stored answers before anything
+/// runs: even while the branch's actor is stuck behind a locked batch, the
+/// replay answers at once and byte for byte as the first time (the old push
+/// queued replayed sales on the branch's actor).
+#[tokio::test]
+async fn a_replayed_push_is_answered_without_the_branch_actor() {
+    let t = Till::open(10).await;
+    let batch = vec![
+        t.sale("b-1", 1),
+        customer_change("b-2", "create", json!({"name": "Replayed"})),
+        t.sale("b-3", 1),
+    ];
+    let (status, first) = t.push(&t.cashier, &t.device, batch.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    assert_eq!(cmids(&first["accepted"]), ["b-1", "b-2", "b-3"]);
+    // Lock the branch's stock: a REST sale enters the branch actor and
+    // waits there on the lock.
+    let mut locker = t.app.pool.get().await.unwrap();
+    let tx = locker.transaction().await.unwrap();
+    tx.execute(
+        "SELECT id FROM batches WHERE branch_id = $1 FOR UPDATE",
+        &[&t.branch],
+    )
+    .await
+    .unwrap();
+    let stuck = tokio::spawn({
+        let (http, url, token) = (t.app.http.clone(), t.app.base.clone(), t.cashier.clone());
+        let body = json!({"items": [{"medicine_id": t.medicine["id"], "quantity": 1}], "payment_method": "cash"});
+        async move {
+            http.post(format!("{url}/sales"))
+                .bearer_auth(token)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!stuck.is_finished(), "the REST sale waits on the lock");
+    let replay = tokio::time::timeout(
+        Duration::from_secs(2),
+        t.push(&t.cashier, &t.device, batch.clone()),
+    )
+    .await
+    .expect("the replay waited for the branch's actor");
+    assert_eq!(replay.0, StatusCode::OK);
+    assert_eq!(replay.1, first, "the replay answers byte for byte");
+    tx.rollback().await.unwrap();
+    assert_eq!(stuck.await.unwrap(), StatusCode::CREATED);
+    // Nothing doubled: two pushed sales, one REST sale.
+    assert_eq!(t.scalar("SELECT count(*) FROM sales").await, 3);
 }

@@ -194,24 +194,22 @@ pub fn change_of(b: &Batch, op: Op) -> Result<Change<'static>> {
 }
 
 /// One statement taking `qty` from each `(batch, qty)` (distinct batches),
-/// each batch getting a fresh rev: the shared rev lock is taken in the
-/// statement before any rev is drawn. For a sale, whose batches are locked
+/// each batch getting a fresh rev (drawn with `change_log_next_rev()`, so
+/// the transaction has its id before the rev). For a sale, whose batches are locked
 /// already: a batch that would go below zero is left out of the answer
 /// (and the CHECK backs the rule), so the caller compares counts.
 pub fn take_stmt(takes: &[(Uuid, i32)]) -> Stmt {
     let ids: Vec<Uuid> = takes.iter().map(|t| t.0).collect();
     let qtys: Vec<i32> = takes.iter().map(|t| t.1).collect();
     let now = Utc::now();
-    let lock = changes::REV_LOCK_KEY;
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
         r#"UPDATE batches b SET
              qty_remaining = b.qty_remaining - d.qty,
              status = CASE WHEN b.qty_remaining - d.qty > 0 THEN 'active' ELSE 'depleted' END,
-             rev = nextval('change_log_rev_seq'),
+             rev = change_log_next_rev(),
              updated_at = {now}
-           FROM (SELECT pg_advisory_xact_lock_shared({lock})) AS rev_lock,
-                unnest({ids}::uuid[], {qtys}::int4[]) AS d(id, qty)
+           FROM unnest({ids}::uuid[], {qtys}::int4[]) AS d(id, qty)
            WHERE b.id = d.id AND b.qty_remaining >= d.qty
            RETURNING b.id, b.medicine_id, b.branch_id, b.supplier_id, b.batch_number,
                      b.expiry_date, b.manufacturing_date, b.qty_received, b.qty_remaining,

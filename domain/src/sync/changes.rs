@@ -1,24 +1,39 @@
 //! The sync change log. Every committed write to a synced entity appends one
 //! row here in the same transaction.
 //!
-//! Revisions come from a sequence, so a transaction that allocated rev 10 may
-//! commit after one that allocated rev 11. A till that read 11 and moved its
-//! cursor past 10 would never see 10. To rule that out, every writer holds a
-//! *shared* transaction-level advisory lock from before it allocates a rev
-//! until it commits, and readers take the same lock *exclusively* for an
-//! instant before reading the horizon (`max(rev)`): by then every rev at or
-//! below the horizon is committed or rolled back. Writers never block each
-//! other; a reader waits only for the writes already in flight.
+//! Revisions come from a sequence, so a transaction that drew rev 10 may
+//! commit after one that drew rev 11. A till that read 11 and moved its
+//! cursor past 10 would never see 10. Readers therefore never hand out a
+//! cursor above the settled horizon (`horizon.rs`): a rev at or below it is
+//! committed or rolled back for good. What makes that horizon computable
+//! without any lock is the one rule every writer keeps here: a rev is drawn
+//! only by a transaction that already has its transaction id
+//! (`change_log_next_rev()`, sql/0018), and each change row records that id.
+//! Writers take no lock for the feed and never wait for readers.
+
+use std::sync::LazyLock;
 
 use deadpool_postgres::GenericClient;
 use serde_json::Value as Json;
+use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::db::{self, Stmt};
 use crate::error::Result;
 
-/// Advisory lock key guarding rev allocation (arbitrary, fixed).
-pub const REV_LOCK_KEY: i64 = 0x5048_4152_4d52_4556; // "PHARMREV"
+/// Counts change rows this process has appended (committed or not): the
+/// feed's scanner (`live.rs`) looks for new commits when it moves, and tells
+/// other server processes about them.
+static LOCAL_WRITES: LazyLock<watch::Sender<u64>> = LazyLock::new(|| watch::channel(0).0);
+
+/// A receiver that wakes when this process appends change rows.
+pub fn local_writes() -> watch::Receiver<u64> {
+    LOCAL_WRITES.subscribe()
+}
+
+fn wrote_locally() {
+    LOCAL_WRITES.send_modify(|n| *n = n.wrapping_add(1));
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -47,23 +62,19 @@ pub struct Change<'a> {
     pub payload: Json,
 }
 
-/// Allocates the next rev inside the caller's transaction, holding the
-/// shared rev lock until that transaction ends. Write the entity with this
-/// rev, then `append` its change row with the same rev.
+/// Allocates the next rev inside the caller's transaction (giving the
+/// transaction its id first). Write the entity with this rev, then `append`
+/// its change row with the same rev.
 pub async fn allocate<C: GenericClient + Sync>(tx: &C) -> Result<i64> {
     let rows = db::run(tx, &allocate_stmt()).await?;
     rows.first()
         .map(|r| r.get::<_, i64>(0))
-        .ok_or_else(|| crate::Error::internal("nextval returned no row"))
+        .ok_or_else(|| crate::Error::internal("change_log_next_rev returned no row"))
 }
 
 /// SQL text and values of `allocate`, for a pipeline (one row, the rev).
 pub fn allocate_stmt() -> Stmt {
-    let q = sea_query::raw_query!(
-        PostgresQueryBuilder,
-        r#"SELECT nextval('change_log_rev_seq')
-           FROM (SELECT pg_advisory_xact_lock_shared({REV_LOCK_KEY})) AS rev_lock"#
-    );
+    let q = sea_query::raw_query!(PostgresQueryBuilder, "SELECT change_log_next_rev()");
     Stmt::raw(q.sql, q.values)
 }
 
@@ -78,9 +89,7 @@ pub fn allocate_many_stmt(n: usize) -> Result<Stmt> {
     let n = i32::try_from(n).map_err(crate::Error::internal)?;
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"SELECT nextval('change_log_rev_seq')
-           FROM (SELECT pg_advisory_xact_lock_shared({REV_LOCK_KEY})) AS rev_lock,
-                generate_series(1, {n})"#
+        "SELECT change_log_next_rev() FROM generate_series(1, {n})"
     );
     Ok(Stmt::raw(q.sql, q.values))
 }
@@ -121,6 +130,7 @@ pub fn append_unnest_stmt(rows: Vec<(i64, Change<'_>)>) -> Stmt {
         branches.push(c.branch_id.map(|b| b.to_string()).unwrap_or_default());
         payloads.push(c.payload.to_string());
     }
+    wrote_locally();
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
         r#"INSERT INTO change_log (rev, entity, entity_id, op, branch_id, payload)
@@ -142,28 +152,4 @@ pub async fn record<C: GenericClient + Sync>(tx: &C, change: Change<'_>) -> Resu
     let rev = allocate(tx).await?;
     append(tx, rev, change).await?;
     Ok(rev)
-}
-
-/// Waits until no change-log write is in flight and returns the highest
-/// committed rev. Every rev at or below it is final from then on.
-pub async fn settled_horizon<C: GenericClient + Sync>(client: &C) -> Result<i64> {
-    let lock = sea_query::raw_query!(
-        PostgresQueryBuilder,
-        "SELECT pg_advisory_lock({REV_LOCK_KEY})"
-    );
-    db::raw_all(client, &lock.sql, lock.values).await?;
-    let max = sea_query::raw_query!(
-        PostgresQueryBuilder,
-        "SELECT coalesce(max(rev), 0)::bigint FROM change_log"
-    );
-    let result = db::raw_all(client, &max.sql, max.values).await;
-    let unlock = sea_query::raw_query!(
-        PostgresQueryBuilder,
-        "SELECT pg_advisory_unlock({REV_LOCK_KEY})"
-    );
-    db::raw_all(client, &unlock.sql, unlock.values).await?;
-    Ok(result?
-        .first()
-        .map(|r| r.get::<_, i64>(0))
-        .unwrap_or_default())
 }

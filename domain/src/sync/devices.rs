@@ -97,12 +97,21 @@ pub async fn lock<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Option<De
     Ok(db::fetch_opt(tx, &q).await?.map(|r| Device::from_row(&r)))
 }
 
-/// Records that the device was just heard from.
+/// How stale `last_seen_at` may get: a device heard from again within this
+/// is not written to.
+pub const SEEN_EVERY: &str = "1 minute";
+
+/// Records that the device was just heard from, at most once a minute: when
+/// `last_seen_at` is less than a minute old the update matches no row, so a
+/// push writes nothing here and costs no commit of its own.
 pub async fn touch<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<()> {
     let q = Query::update()
         .table("devices")
         .value("last_seen_at", Expr::cust("now()"))
         .and_where(Expr::col("id").eq(id))
+        .and_where(Expr::cust(format!(
+            "(last_seen_at IS NULL OR last_seen_at < now() - interval '{SEEN_EVERY}')"
+        )))
         .to_owned();
     db::execute(c, &q).await?;
     Ok(())

@@ -1,5 +1,6 @@
 //! Sync for tills, all of it in one place: the change log every write
-//! appends to (`changes`), the snapshot and change feed tills read, the
+//! appends to (`changes`), the snapshot and change feed tills read (cut at
+//! the settled `horizon`, kept `live` for long polls), the
 //! devices they register, pushed changes applied in order with one effect
 //! per mutation id (`push`), and the conflicts a stale push leaves behind.
 
@@ -7,6 +8,8 @@ pub mod changes;
 pub mod conflicts;
 pub mod devices;
 pub mod entities;
+pub mod horizon;
+pub mod live;
 pub mod push;
 pub mod snapshot;
 pub mod synced;

@@ -1,16 +1,19 @@
 //! What tills pull: the catalogue snapshot and the change feed.
 //!
-//! Both are cut at a *settled* horizon: a rev at or below it is committed
-//! (or rolled back) for good, so a till that moves its cursor there never
-//! skips a write that commits late (see `actors/src/changes.rs`). Waiting
-//! for the horizon means taking the rev lock exclusively on a pooled
-//! connection; `RevLockedConn` makes sure such a connection never goes back
-//! to the pool still holding it.
+//! Both are cut at a *settled* horizon (`horizon.rs`): a rev at or below it
+//! is committed (or rolled back) for good, so a till that moves its cursor
+//! there never skips a write that commits late. Readers take no lock and
+//! never hold up a writer; a reader waits, holding no connection, only for
+//! the writes in flight when it read.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use deadpool_postgres::{GenericClient, Object, Pool};
+use deadpool_postgres::{GenericClient, Pool};
 use sea_query::{Expr, ExprTrait, JoinType, Order, Query};
-use serde::Serialize;
+use serde::ser::SerializeSeq;
+use serde::{Serialize, Serializer};
 use serde_json::Value as Json;
 use tokio_postgres::{IsolationLevel, Row};
 use uuid::Uuid;
@@ -18,7 +21,7 @@ use uuid::Uuid;
 use crate::coupons::{self, Coupon};
 use crate::customers::{self, Customer};
 use crate::stock::{self, Batch};
-use crate::sync::changes::{self, REV_LOCK_KEY};
+use crate::sync::horizon::Horizon;
 use crate::{db, wire, Error, Result};
 
 use crate::branches::{self, Branch};
@@ -30,39 +33,12 @@ use crate::users::{self, User};
 /// branch caller's.
 pub type Scope = Option<Uuid>;
 
-/// A pooled connection that may hold the session-level rev lock. Dropped
-/// while it may (an error between lock and unlock, or a request cancelled
-/// mid-await), it is detached from the pool and closed, and the server frees
-/// the lock with the session: a pooled connection holding it would stall
-/// every writer.
-struct RevLockedConn {
-    conn: Option<Object>,
-    may_hold_lock: bool,
-}
+/// How long a feed read waits for the writes in flight before it answers
+/// what is settled (less, never skipping).
+pub const FEED_SETTLE_WAIT: Duration = Duration::from_secs(2);
 
-impl RevLockedConn {
-    fn new(conn: Object) -> Self {
-        RevLockedConn {
-            conn: Some(conn),
-            may_hold_lock: false,
-        }
-    }
-}
-
-impl Drop for RevLockedConn {
-    fn drop(&mut self) {
-        if self.may_hold_lock {
-            if let Some(conn) = self.conn.take() {
-                tracing::warn!("closing a connection that may hold the rev lock");
-                drop(Object::take(conn));
-            }
-        }
-    }
-}
-
-fn conn_gone() -> Error {
-    Error::internal("pooled connection already released")
-}
+/// How long a snapshot waits for the writes in flight below its cut.
+pub const SNAPSHOT_SETTLE_WAIT: Duration = Duration::from_secs(10);
 
 // ---------------------------------------------------------------- snapshot
 
@@ -83,35 +59,169 @@ pub struct SnapshotCategory {
 pub struct Snapshot {
     /// The pull cursor: pass it as `since` to `GET /sync/changes`.
     pub max_rev: i64,
-    pub branches: Vec<Branch>,
-    pub medicines: Vec<MedicineSnapshot>,
-    pub suppliers: Vec<Supplier>,
-    pub coupons: Vec<Coupon>,
-    pub customers: Vec<Customer>,
-    pub users: Vec<User>,
-    pub batches: Vec<Batch>,
-    pub categories: Vec<SnapshotCategory>,
+    #[schema(value_type = Vec<Branch>)]
+    pub branches: Rows<Branch>,
+    #[schema(value_type = Vec<MedicineSnapshot>)]
+    pub medicines: Rows<MedicineSnapshot>,
+    #[schema(value_type = Vec<Supplier>)]
+    pub suppliers: Rows<Supplier>,
+    #[schema(value_type = Vec<Coupon>)]
+    pub coupons: Rows<Coupon>,
+    #[schema(value_type = Vec<Customer>)]
+    pub customers: Rows<Customer>,
+    #[schema(value_type = Vec<User>)]
+    pub users: Rows<User>,
+    #[schema(value_type = Vec<Batch>)]
+    pub batches: Rows<Batch>,
+    #[schema(value_type = Vec<SnapshotCategory>)]
+    pub categories: Rows<SnapshotCategory>,
 }
 
-/// Reads the snapshot in one REPEATABLE READ, read-only transaction whose
-/// snapshot is taken while no change-log writer is in flight, so the arrays
-/// hold exactly the writes up to `max_rev`.
-pub async fn read(pool: &Pool, scope: Scope) -> Result<Snapshot> {
-    let mut guard = RevLockedConn::new(pool.get().await?);
-    guard.may_hold_lock = true;
-    let conn = guard.conn.as_mut().ok_or_else(conn_gone)?;
-    lock_revs(&*conn).await?;
+/// A snapshot array: the rows its transaction read, with the changes that
+/// committed late laid over them (by key: `None` removes the row).
+#[derive(Debug)]
+pub struct Rows<T> {
+    pub rows: Vec<T>,
+    pub late: BTreeMap<String, Option<Json>>,
+}
+
+impl<T> From<Vec<T>> for Rows<T> {
+    fn from(rows: Vec<T>) -> Self {
+        Rows {
+            rows,
+            late: BTreeMap::new(),
+        }
+    }
+}
+
+impl<T: Keyed> Rows<T> {
+    /// The row the transaction read under `key`, unless a late change
+    /// replaced it.
+    fn read_row(&self, key: &str) -> Option<&T> {
+        self.rows.iter().find(|r| r.key() == key)
+    }
+
+    /// How many rows the array holds.
+    pub fn len(&self) -> usize {
+        let replaced = self
+            .rows
+            .iter()
+            .filter(|r| self.late.contains_key(&r.key()))
+            .count();
+        self.rows.len() - replaced + self.late.values().filter(|v| v.is_some()).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<T: Keyed + Serialize> Serialize for Rows<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.len()))?;
+        for row in &self.rows {
+            if self.late.is_empty() || !self.late.contains_key(&row.key()) {
+                seq.serialize_element(row)?;
+            }
+        }
+        for row in self.late.values().flatten() {
+            seq.serialize_element(row)?;
+        }
+        seq.end()
+    }
+}
+
+/// What identifies a snapshot row in the change log (`entity_id`), and its rev.
+pub trait Keyed {
+    fn key(&self) -> String;
+    fn rev(&self) -> i64;
+}
+
+macro_rules! keyed_by_id {
+    ($($t:ty),*) => {$(
+        impl Keyed for $t {
+            fn key(&self) -> String {
+                self.id.to_string()
+            }
+            fn rev(&self) -> i64 {
+                self.rev
+            }
+        }
+    )*};
+}
+
+keyed_by_id!(
+    Branch,
+    MedicineSnapshot,
+    Supplier,
+    Coupon,
+    Customer,
+    User,
+    Batch
+);
+
+impl Keyed for SnapshotCategory {
+    fn key(&self) -> String {
+        self.slug.clone()
+    }
+    fn rev(&self) -> i64 {
+        self.rev
+    }
+}
+
+/// Reads the snapshot so that the arrays hold exactly the writes up to
+/// `max_rev`, without a lock:
+///
+/// 1. waits until the revs committed so far are settled (the floor);
+/// 2. reads `max_rev` (the highest rev visible) and every array in one
+///    REPEATABLE READ, read-only transaction;
+/// 3. waits until every rev up to `max_rev` is settled: a write that drew a
+///    rev below `max_rev` may have committed after the transaction began;
+/// 4. reads those late changes (above the floor, up to `max_rev`, written by
+///    a transaction the snapshot could not see) and lays them over the
+///    arrays, recomputing the stock of the medicines whose batches they move.
+pub async fn read(pool: &Pool, horizon: &Horizon, scope: Scope) -> Result<Snapshot> {
+    let top = horizon.look(&pool.get().await?).await?;
+    let floor = horizon.settle(pool, top, SNAPSHOT_SETTLE_WAIT).await?;
+    let (mut snapshot, seen) = read_in_one_transaction(pool, scope).await?;
+    let settled = horizon
+        .settle(pool, snapshot.max_rev, SNAPSHOT_SETTLE_WAIT)
+        .await?;
+    if settled < snapshot.max_rev {
+        return Err(Error::busy(
+            "A write is taking long to commit; ask for the snapshot again shortly.",
+        ));
+    }
+    let late = late_changes(pool, floor, snapshot.max_rev, &seen).await?;
+    if !late.is_empty() {
+        tracing::debug!(late = late.len(), "snapshot completed with late changes");
+        snapshot.lay_over(scope, late);
+    }
+    Ok(snapshot)
+}
+
+/// Step 2 of `read`: the arrays and `max_rev` in one transaction, and that
+/// transaction's snapshot (`pg_snapshot` text).
+async fn read_in_one_transaction(pool: &Pool, scope: Scope) -> Result<(Snapshot, String)> {
+    let mut conn = pool.get().await?;
     let tx = conn
         .build_transaction()
         .isolation_level(IsolationLevel::RepeatableRead)
         .read_only(true)
         .start()
         .await?;
-    // The first statement fixes the transaction's snapshot: every rev at or
-    // below this one is committed and visible, no later one is.
-    let max_rev = max_rev(&tx).await?;
-    unlock_revs(&tx).await?;
-    guard.may_hold_lock = false;
+    // The first statement fixes the transaction's snapshot.
+    let first = db::raw_all(
+        &tx,
+        "SELECT coalesce(max(rev), 0)::bigint AS max_rev, pg_current_snapshot()::text AS seen
+           FROM change_log",
+        sea_query::Values(Vec::new()),
+    )
+    .await?;
+    let first = first
+        .first()
+        .ok_or_else(|| Error::internal("no row from the snapshot's first read"))?;
+    let (max_rev, seen): (i64, String) = (first.get("max_rev"), first.get("seen"));
     // Sent together: the connection pipelines them, so the server runs the
     // next query while this side decodes the rows of the last.
     let (branches, medicines, suppliers, coupons, customers, users, batches, categories) = futures_util::try_join!(
@@ -126,45 +236,172 @@ pub async fn read(pool: &Pool, scope: Scope) -> Result<Snapshot> {
     )?;
     let snapshot = Snapshot {
         max_rev,
-        branches,
-        medicines,
-        suppliers,
-        coupons,
-        customers,
-        users,
-        batches,
-        categories,
+        branches: branches.into(),
+        medicines: medicines.into(),
+        suppliers: suppliers.into(),
+        coupons: coupons.into(),
+        customers: customers.into(),
+        users: users.into(),
+        batches: batches.into(),
+        categories: categories.into(),
     };
     tx.commit().await?;
-    Ok(snapshot)
+    Ok((snapshot, seen))
 }
 
-/// Takes the rev lock exclusively (session level): returns once no
-/// change-log writer is in flight.
-async fn lock_revs<C: GenericClient + Sync>(c: &C) -> Result<()> {
+/// Changes with `floor < rev <= max_rev` whose transaction the snapshot
+/// `seen` could not see, in rev order (rows from before the `xid` column
+/// are older than any floor).
+async fn late_changes(
+    pool: &Pool,
+    floor: i64,
+    max_rev: i64,
+    seen: &str,
+) -> Result<Vec<FeedChange>> {
+    if floor >= max_rev {
+        return Ok(Vec::new());
+    }
+    let seen = seen.to_owned();
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        "SELECT pg_advisory_lock({REV_LOCK_KEY})"
+        r#"SELECT rev, entity, entity_id, op, branch_id, payload FROM change_log
+           WHERE rev > {floor} AND rev <= {max_rev} AND xid IS NOT NULL
+             AND NOT pg_visible_in_snapshot(xid, CAST({seen}::text AS pg_snapshot))
+           ORDER BY rev"#
     );
-    db::raw_all(c, &q.sql, q.values).await?;
-    Ok(())
+    let client = pool.get().await?;
+    Ok(db::raw_all(&client, &q.sql, q.values)
+        .await?
+        .iter()
+        .map(FeedChange::from_row)
+        .collect())
 }
 
-async fn unlock_revs<C: GenericClient + Sync>(c: &C) -> Result<()> {
-    let q = sea_query::raw_query!(
-        PostgresQueryBuilder,
-        "SELECT pg_advisory_unlock({REV_LOCK_KEY})"
-    );
-    db::raw_all(c, &q.sql, q.values).await?;
-    Ok(())
+/// The array a late change of `entity` lands in.
+enum Target {
+    Branches,
+    Medicines,
+    Suppliers,
+    Coupons,
+    Customers,
+    Users,
+    Batches,
+    Categories,
 }
 
-async fn max_rev<C: GenericClient + Sync>(c: &C) -> Result<i64> {
-    let q = Query::select()
-        .expr(Expr::cust("coalesce(max(rev), 0)::bigint"))
-        .from("change_log")
-        .to_owned();
-    Ok(db::fetch_one(c, &q).await?.get(0))
+impl Target {
+    fn of(entity: &str) -> Option<Target> {
+        Some(match entity {
+            "branch" => Target::Branches,
+            "medicine" => Target::Medicines,
+            "supplier" => Target::Suppliers,
+            "coupon" => Target::Coupons,
+            "customer" => Target::Customers,
+            "user" => Target::Users,
+            "batch" => Target::Batches,
+            "category" => Target::Categories,
+            _ => return None,
+        })
+    }
+}
+
+/// Records a late change on `rows`: the payload replaces the row (a delete
+/// removes it), unless the row read is already newer.
+fn lay<T: Keyed>(rows: &mut Rows<T>, change: &FeedChange, keep: bool) {
+    let key = change.entity_id.clone();
+    if let Some(read) = rows.read_row(&key) {
+        if read.rev() > change.rev && !rows.late.contains_key(&key) {
+            return;
+        }
+    } else if !keep && !rows.late.contains_key(&key) {
+        // Not in the array and not the caller's: nothing to remove.
+        return;
+    }
+    let value = (keep && change.op != "delete").then(|| change.payload.clone());
+    rows.late.insert(key, value);
+}
+
+impl Snapshot {
+    /// Step 4 of `read`: the late changes, in rev order, over the arrays.
+    fn lay_over(&mut self, scope: Scope, late: Vec<FeedChange>) {
+        let mine = |payload: &Json| match scope {
+            None => true,
+            Some(b) => payload.get("branch_id").and_then(Json::as_str) == Some(&b.to_string()),
+        };
+        // Batches before and after, for the medicines' stock.
+        let mut moved_batches: Vec<String> = Vec::new();
+        for change in &late {
+            let Some(target) = Target::of(&change.entity) else {
+                continue;
+            };
+            match target {
+                Target::Branches => {
+                    let ours = scope.is_none_or(|b| change.entity_id == b.to_string());
+                    lay(&mut self.branches, change, ours);
+                }
+                Target::Medicines => lay(&mut self.medicines, change, true),
+                Target::Suppliers => lay(&mut self.suppliers, change, true),
+                Target::Coupons => lay(&mut self.coupons, change, true),
+                Target::Customers => lay(&mut self.customers, change, true),
+                Target::Users => lay(&mut self.users, change, mine(&change.payload)),
+                Target::Batches => {
+                    lay(&mut self.batches, change, mine(&change.payload));
+                    moved_batches.push(change.entity_id.clone());
+                }
+                Target::Categories => lay(&mut self.categories, change, true),
+            }
+        }
+        self.restock(&moved_batches);
+    }
+
+    /// Medicine `stock_quantity` is the sum over the live batches in the
+    /// array: moves it by what the late batch changes did.
+    fn restock(&mut self, moved: &[String]) {
+        let moved: BTreeSet<&String> = moved.iter().collect();
+        let mut delta: HashMap<String, i64> = HashMap::new();
+        for key in moved {
+            let Some(after) = self.batches.late.get(key) else {
+                continue;
+            };
+            if let Some(before) = self.batches.read_row(key) {
+                *delta.entry(before.medicine_id.to_string()).or_default() -=
+                    i64::from(before.qty_remaining);
+            }
+            if let Some(after) = after {
+                let medicine = after.get("medicine_id").and_then(Json::as_str);
+                let qty = after.get("qty_remaining").and_then(Json::as_i64);
+                if let (Some(m), Some(q)) = (medicine, qty) {
+                    *delta.entry(m.to_owned()).or_default() += q;
+                }
+            }
+        }
+        delta.retain(|_, v| *v != 0);
+        if delta.is_empty() {
+            return;
+        }
+        let medicines = &mut self.medicines;
+        for m in medicines.rows.iter_mut() {
+            if let Some(d) = delta.get(&m.id.to_string()) {
+                m.stock_quantity += d;
+            }
+        }
+        let read_stock: HashMap<String, i64> = medicines
+            .rows
+            .iter()
+            .map(|m| (m.id.to_string(), m.stock_quantity))
+            .collect();
+        for (key, value) in medicines.late.iter_mut() {
+            if let Some(Json::Object(m)) = value {
+                // A late medicine row: the stock the transaction read (moved
+                // above) or, for a medicine it did not see, the late batches'.
+                let stock = read_stock
+                    .get(key)
+                    .copied()
+                    .unwrap_or_else(|| delta.get(key).copied().unwrap_or(0));
+                m.insert("stock_quantity".to_owned(), stock.into());
+            }
+        }
+    }
 }
 
 /// Live medicines with their stock in scope: one grouped aggregate of the
@@ -293,26 +530,71 @@ pub struct FeedChange {
 pub struct ChangeFeed {
     pub changes: Vec<FeedChange>,
     /// The cursor to pass as the next `since`: the settled horizon when
-    /// `has_more` is false, else the rev of the last change returned.
+    /// `has_more` is false (`since` itself when nothing new committed, or
+    /// when a long poll ended without a change), else the rev of the last
+    /// change returned.
     pub max_rev: i64,
     pub has_more: bool,
 }
 
+impl FeedChange {
+    fn from_row(r: &Row) -> FeedChange {
+        FeedChange {
+            rev: r.get("rev"),
+            entity: r.get("entity"),
+            entity_id: r.get("entity_id"),
+            op: r.get("op"),
+            branch_id: r.get("branch_id"),
+            payload: r.get("payload"),
+        }
+    }
+}
+
+impl ChangeFeed {
+    /// No change: the cursor stays where it was.
+    pub fn nothing_since(since: i64) -> ChangeFeed {
+        ChangeFeed {
+            changes: Vec::new(),
+            max_rev: since,
+            has_more: false,
+        }
+    }
+}
+
 /// Changes with `since < rev <= horizon` the scope may see, in rev order,
-/// at most `limit` of them.
-pub async fn feed(pool: &Pool, scope: Scope, since: i64, limit: i64) -> Result<ChangeFeed> {
-    let mut guard = RevLockedConn::new(pool.get().await?);
-    guard.may_hold_lock = true;
-    let horizon = changes::settled_horizon(guard.conn.as_ref().ok_or_else(conn_gone)?).await?;
-    guard.may_hold_lock = false;
-    let conn = guard.conn.as_ref().ok_or_else(conn_gone)?;
+/// at most `limit` of them, where the horizon is settled and at least the
+/// highest rev committed when the read began (unless the writes in flight
+/// below it take longer than `FEED_SETTLE_WAIT`: then what is settled).
+/// With nothing committed past `since`, one round trip and no wait.
+pub async fn feed(
+    pool: &Pool,
+    horizon: &Horizon,
+    scope: Scope,
+    since: i64,
+    limit: i64,
+) -> Result<ChangeFeed> {
+    let mut conn = pool.get().await?;
+    let top = horizon.look(&conn).await?;
+    if top <= since {
+        return Ok(ChangeFeed::nothing_since(since));
+    }
+    let mut settled = horizon.settled();
+    if settled < top {
+        // Waiting holds no connection.
+        drop(conn);
+        settled = horizon.settle(pool, top, FEED_SETTLE_WAIT).await?;
+        if settled <= since {
+            return Ok(ChangeFeed::nothing_since(since));
+        }
+        conn = pool.get().await?;
+    }
     // One more than asked tells whether more remain.
-    let mut changes = change_rows(conn, scope, since, horizon, limit + 1).await?;
+    let mut changes = change_rows(&conn, scope, since, settled, limit + 1).await?;
     let has_more = changes.len() as i64 > limit;
     changes.truncate(limit as usize);
     let max_rev = match changes.last() {
         Some(last) if has_more => last.rev,
-        _ => horizon,
+        _ => settled,
     };
     Ok(ChangeFeed {
         changes,
@@ -357,13 +639,6 @@ async fn change_rows<C: GenericClient + Sync>(
     Ok(db::raw_all(c, &q.sql, q.values)
         .await?
         .iter()
-        .map(|r| FeedChange {
-            rev: r.get("rev"),
-            entity: r.get("entity"),
-            entity_id: r.get("entity_id"),
-            op: r.get("op"),
-            branch_id: r.get("branch_id"),
-            payload: r.get("payload"),
-        })
+        .map(FeedChange::from_row)
         .collect())
 }

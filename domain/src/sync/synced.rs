@@ -10,7 +10,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::sync::changes;
-use crate::{db, Result};
+use crate::{db, Error, Result};
 
 /// Column values of a write, already validated.
 pub type Fields = Vec<(&'static str, sea_query::Value)>;
@@ -39,6 +39,11 @@ pub async fn insert<C: GenericClient + Sync>(
 }
 
 /// Sets `fields` on a live (not deleted) row; `None` when there is none.
+/// The rev is drawn by the update itself, once it holds the row: two
+/// writers of one row get their revs in the order they write it (a rev
+/// drawn before waiting for the row could be older than the write the
+/// writer waited for, and a till applying the feed in rev order would end
+/// with the earlier version).
 pub async fn update<C: GenericClient + Sync>(
     tx: &C,
     table: &'static str,
@@ -46,14 +51,18 @@ pub async fn update<C: GenericClient + Sync>(
     id: Uuid,
     mut fields: Fields,
 ) -> Result<Option<(Row, i64)>> {
-    let rev = changes::allocate(tx).await?;
-    fields.extend([("rev", rev.into()), ("updated_at", Utc::now().into())]);
+    fields.push(("updated_at", Utc::now().into()));
     let q = Query::update()
         .table(table)
         .values(fields.into_iter().map(|(c, v)| (c, Expr::val(v))))
+        .value("rev", Expr::cust("change_log_next_rev()"))
         .and_where(Expr::col("id").eq(id))
         .and_where(Expr::col("is_deleted").eq(false))
         .returning(Query::returning().columns(columns.iter().copied()))
         .to_owned();
-    Ok(db::fetch_opt(tx, &q).await?.map(|row| (row, rev)))
+    let Some(row) = db::fetch_opt(tx, &q).await? else {
+        return Ok(None);
+    };
+    let rev: i64 = row.try_get("rev").map_err(Error::internal)?;
+    Ok(Some((row, rev)))
 }

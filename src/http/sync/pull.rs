@@ -1,6 +1,8 @@
 //! What tills pull: `GET /sync/snapshot` once, then `GET /sync/changes`
-//! from its `max_rev` on. Both are branch-scoped for non-admins: their own
-//! branch's rows and the organisation-wide ones.
+//! from its `max_rev` on (with `wait`, a long poll). Both are branch-scoped
+//! for non-admins: their own branch's rows and the organisation-wide ones.
+
+use std::time::Duration;
 
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
@@ -15,6 +17,9 @@ use domain::{Error, Result};
 /// Changes per page unless `limit` says otherwise, and the most it may say.
 pub const DEFAULT_LIMIT: i64 = 500;
 pub const MAX_LIMIT: i64 = 5000;
+
+/// The longest a long poll may wait, in seconds.
+pub const MAX_WAIT_SECS: u64 = 30;
 
 use actix_web::get;
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -39,7 +44,7 @@ fn scope(caller: &Caller) -> Scope {
         (status = 503, body = Problem, content_type = "application/problem+json")))]
 #[get("/sync/snapshot")]
 pub async fn get_snapshot(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse> {
-    let snapshot = snapshot::read(&state.pool, scope(&caller)).await?;
+    let snapshot = snapshot::read(&state.pool, &state.live.horizon, scope(&caller)).await?;
     Ok(HttpResponse::Ok().json(snapshot))
 }
 
@@ -53,6 +58,14 @@ pub struct ChangesQuery {
     /// Changes per page: default 500, at most 5000.
     #[param(value_type = Option<i64>, minimum = 1, maximum = 5000)]
     pub limit: Option<String>,
+    /// Long poll: with nothing past `since`, hold the request up to this
+    /// many seconds (0 to 30, default 0) until a change the caller may see
+    /// commits, in any server process; then answer it at once. A wait that
+    /// ends with nothing answers an empty page with `max_rev` = `since`.
+    /// When the server already holds as many waiting polls as it may: 503
+    /// with `Retry-After`.
+    #[param(value_type = Option<i64>, minimum = 0, maximum = 30)]
+    pub wait: Option<String>,
 }
 
 impl ChangesQuery {
@@ -65,6 +78,19 @@ impl ChangesQuery {
             _ => Err(Error::validation(
                 "since",
                 "`since` must be a whole number, 0 or more.",
+            )),
+        }
+    }
+
+    fn wait(&self) -> Result<Duration> {
+        let Some(raw) = self.wait.as_deref() else {
+            return Ok(Duration::ZERO);
+        };
+        match raw.trim().parse::<u64>() {
+            Ok(n) if n <= MAX_WAIT_SECS => Ok(Duration::from_secs(n)),
+            _ => Err(Error::validation(
+                "wait",
+                format!("`wait` must be a whole number of seconds from 0 to {MAX_WAIT_SECS}."),
             )),
         }
     }
@@ -88,7 +114,10 @@ impl ChangesQuery {
 /// as `op: "delete"` tombstones. `max_rev` is always the cursor to pass as the
 /// next `since`: the settled horizon when `has_more` is false, else the rev of
 /// the last change returned. Every rev up to `max_rev` is final, so paging this
-/// way never skips or repeats a change.
+/// way never skips or repeats a change. With `wait=S` and nothing past `since`,
+/// the request is held until a change the caller may see commits (in any
+/// server process) or `S` seconds pass (then `changes` is empty and `max_rev`
+/// is `since`).
 #[utoipa::path(tag = "sync", security(("bearer" = [])),
     params(ChangesQuery),
     responses((status = 200, body = ChangeFeed), (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -100,7 +129,38 @@ pub async fn changes(
     caller: Caller,
     Query(q): Query<ChangesQuery>,
 ) -> Result<HttpResponse> {
-    let (since, limit) = (q.since()?, q.limit()?);
-    let feed = snapshot::feed(&state.pool, scope(&caller), since, limit).await?;
-    Ok(HttpResponse::Ok().json(feed))
+    let (since, limit, wait) = (q.since()?, q.limit()?, q.wait()?);
+    let scope = scope(&caller);
+    let live = &state.live;
+    // Taken before the first read: a change that commits after it wakes
+    // the wait below.
+    let mut tops = live.waiter(scope);
+    let mut seen = tops.top();
+    let page = snapshot::feed(&state.pool, &live.horizon, scope, since, limit).await?;
+    if !page.changes.is_empty() || wait.is_zero() {
+        return Ok(HttpResponse::Ok().json(page));
+    }
+    let deadline = tokio::time::Instant::now() + wait;
+    let _parked = live.park()?;
+    // Parked: no connection is held until a change of the scope commits.
+    let mut from = page.max_rev.max(since);
+    loop {
+        match tokio::time::timeout_at(deadline, tops.changed()).await {
+            Ok(Ok(())) => {}
+            // The time is up (or the server is stopping).
+            Err(_) | Ok(Err(_)) => break,
+        }
+        let top = tops.top();
+        if top <= seen {
+            continue;
+        }
+        seen = top;
+        let page = snapshot::feed(&state.pool, &live.horizon, scope, from, limit).await?;
+        if !page.changes.is_empty() {
+            return Ok(HttpResponse::Ok().json(page));
+        }
+        // Nothing the caller may see up to there.
+        from = from.max(page.max_rev);
+    }
+    Ok(HttpResponse::Ok().json(ChangeFeed::nothing_since(since)))
 }

@@ -86,7 +86,83 @@ pub(super) async fn claim(
         .and_where(Expr::col("client_mutation_id").eq(cmid))
         .to_owned();
     let row = db::fetch_one(tx, &q).await?;
-    stored_answer(&row, cmid, change).map(Some)
+    let stored = Stored {
+        digest: row.get("request_digest"),
+        outcome: row.get("outcome"),
+        answer: row.get("answer"),
+    };
+    stored.answer_to(cmid, change).map(Some)
+}
+
+/// A claimed key as `push_mutations` holds it.
+pub(super) struct Stored {
+    digest: String,
+    /// `None` until the claiming transaction stores its answer.
+    outcome: Option<String>,
+    answer: Option<String>,
+}
+
+impl Stored {
+    /// What a replay of `change` under this key answers: the stored answer
+    /// verbatim, or `idempotency_mismatch` when the change differs.
+    pub(super) fn answer_to(&self, cmid: &str, change: &Change) -> Result<Answered> {
+        if self.digest != change.digest {
+            return Ok(Answered {
+                accepted: false,
+                answer: rejected(
+                    cmid,
+                    Code::IdempotencyMismatch.as_str(),
+                    "This client_mutation_id was already used for a different change.",
+                ),
+                replay: Some("idempotency_mismatch"),
+            });
+        }
+        let (Some(outcome), Some(answer)) = (&self.outcome, &self.answer) else {
+            return Err(Error::busy("This change is being applied; please retry."));
+        };
+        let answer: Json = serde_json::from_str(answer).map_err(Error::internal)?;
+        Ok(Answered {
+            accepted: outcome == "accepted",
+            answer,
+            replay: Some("replayed"),
+        })
+    }
+}
+
+/// The answers already stored for the batch's mutation ids, in one read:
+/// those changes are replays, answered here without a transaction or the
+/// branch's actor. An answer is stored in the commit of its effect, so what
+/// this reads is final; a key claimed but not yet answered (in flight in
+/// another process) is left out, for `claim` to wait on.
+pub(super) async fn stored_answers<C: GenericClient + Sync>(
+    c: &C,
+    device_id: Uuid,
+    changes: &[Change],
+) -> Result<std::collections::HashMap<String, Stored>> {
+    let cmids: Vec<String> = changes
+        .iter()
+        .map(|c| c.client_mutation_id.clone())
+        .collect();
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT client_mutation_id, request_digest, outcome, answer FROM push_mutations
+           WHERE device_id = {device_id} AND client_mutation_id = ANY({cmids})
+             AND answer IS NOT NULL"#
+    );
+    Ok(db::raw_all(c, &q.sql, q.values)
+        .await?
+        .iter()
+        .map(|r| {
+            (
+                r.get("client_mutation_id"),
+                Stored {
+                    digest: r.get("request_digest"),
+                    outcome: r.get("outcome"),
+                    answer: r.get("answer"),
+                },
+            )
+        })
+        .collect())
 }
 
 /// How a change of a run stands after `claim_all`.
@@ -186,30 +262,12 @@ pub(super) fn repeat_of(first: &Answered, first_change: &Change, change: &Change
 
 /// What an earlier commit answered for this key (or the mismatch).
 fn stored_answer(row: &tokio_postgres::Row, cmid: &str, change: &Change) -> Result<Answered> {
-    let digest: String = row.get("request_digest");
-    if digest != change.digest {
-        return Ok(Answered {
-            accepted: false,
-            answer: rejected(
-                cmid,
-                Code::IdempotencyMismatch.as_str(),
-                "This client_mutation_id was already used for a different change.",
-            ),
-            replay: Some("idempotency_mismatch"),
-        });
-    }
-    let (Some(outcome), Some(answer)) = (
-        row.get::<_, Option<String>>("outcome"),
-        row.get::<_, Option<String>>("answer"),
-    ) else {
-        return Err(Error::busy("This change is being applied; please retry."));
+    let stored = Stored {
+        digest: row.get("request_digest"),
+        outcome: row.get("outcome"),
+        answer: row.get("answer"),
     };
-    let answer: Json = serde_json::from_str(&answer).map_err(Error::internal)?;
-    Ok(Answered {
-        accepted: outcome == "accepted",
-        answer,
-        replay: Some("replayed"),
-    })
+    stored.answer_to(cmid, change)
 }
 
 /// `store_answer` for a run: every new answer in one statement (replayed

@@ -10,6 +10,7 @@ use actix_web::{web, App, HttpServer};
 
 use crate::auth::tokens::TokenKeys;
 use crate::config::Config;
+use crate::db::replica::{self, Replica};
 use crate::http;
 use crate::state::AppState;
 use crate::telemetry;
@@ -36,8 +37,13 @@ pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Resu
     };
     let shutdown = config.http.shutdown_timeout_secs;
     let http_cfg = config.http.clone();
+    let replica = Replica::from_config(&config.database).map_err(std::io::Error::other)?;
+    if let Some(r) = &replica {
+        replica::spawn_checks(r);
+    }
     let state = web::Data::new(AppState {
         pool,
+        replica,
         actors: registry.clone(),
         sales: Arc::new(SaleDesk::new(config.actors.sale_batch_max)),
         tokens: TokenKeys::new(&config.auth),

@@ -9,12 +9,33 @@ use domain::Registry;
 
 use crate::auth::tokens::TokenKeys;
 use crate::config::Config;
+use crate::db::replica::{Reads, Replica};
 
 pub struct AppState {
     pub pool: Pool,
+    /// The read replica (`DATABASE_READ_URL`), if configured.
+    pub replica: Option<Arc<Replica>>,
     pub actors: Arc<Registry>,
     /// Where `POST /sales` hands its sales (group commit per branch).
     pub sales: Arc<SaleDesk>,
     pub config: Arc<Config>,
     pub tokens: TokenKeys,
+}
+
+impl AppState {
+    /// Where the reads that may be a few seconds old go (reports, the
+    /// dashboard, the compliance books and CSV exports, the sync snapshot):
+    /// the replica while it is within its lag bound, else the primary.
+    /// Anything else reads `pool`.
+    pub fn reads(&self) -> Reads<'_> {
+        Reads {
+            primary: &self.pool,
+            replica: self.replica.as_deref(),
+        }
+    }
+
+    /// A connection for a lag-tolerant read (see [`AppState::reads`]).
+    pub async fn read_client(&self) -> domain::Result<deadpool_postgres::Object> {
+        self.reads().client().await
+    }
 }

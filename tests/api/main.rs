@@ -39,6 +39,7 @@ mod prescriptions;
 mod printing;
 mod problem_codes;
 mod purchases;
+mod read_replica;
 mod reports;
 mod role_policy;
 mod sales;

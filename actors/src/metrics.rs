@@ -104,3 +104,11 @@ pub static SALE_BATCH_SIZE: LazyLock<HistogramVec> = LazyLock::new(|| {
         vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0]
     ))
 });
+
+pub static SALE_BATCH_FALLBACKS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    registered(register_int_counter_vec!(
+        "sale_batch_fallbacks_total",
+        "Group commits that failed as a whole (a deadlock with another server process, a lost connection) and were made again one sale per transaction",
+        &["kind"]
+    ))
+});

@@ -34,7 +34,7 @@ use crate::db::Pool;
 use crate::error::{Error, Result};
 use crate::sales::{self, CreateSale, NewSale, Outcome};
 use actors::mailbox::Mailbox;
-use actors::metrics::SALE_BATCH_SIZE;
+use actors::metrics::{SALE_BATCH_FALLBACKS, SALE_BATCH_SIZE};
 use actors::runtime::{Command, Kind, Registry};
 
 const QUEUE_FULL: &str = "This branch is handling too many sales; please retry shortly.";
@@ -274,6 +274,7 @@ async fn together(pool: &Pool, batch: Vec<Pending>) {
         Ok(outcomes) => outcomes,
         Err(fault) => {
             tracing::warn!(error = ?fault, sales = sales.len(), "sale batch failed; making its sales one by one");
+            SALE_BATCH_FALLBACKS.with_label_values(&["branch"]).inc();
             let mut one_by_one = Vec::with_capacity(sales.len());
             for sale in &sales {
                 one_by_one.push(CreateSale(sale.clone()).run(pool.clone()).await);

@@ -103,13 +103,18 @@ pub fn judge(lag_secs: Option<f64>, max_lag_secs: f64) -> Health {
 ///   `now() - pg_last_xact_replay_timestamp()` alone would grow forever).
 /// - Otherwise: the age of the last replayed commit.
 ///
+/// `pg_stat_wal_receiver` shows a role without `pg_read_all_stats` (or
+/// `pg_monitor`) only that a receiver runs, not its status: for such a role
+/// a running receiver counts as streaming.
+///
 /// The functions are named without their schema on purpose: a test
 /// database shadows them to play a lagging standby.
 const LAG_SQL: &str = "SELECT CASE \
       WHEN NOT pg_is_in_recovery() THEN 0::float8 \
       WHEN pg_last_wal_receive_lsn() IS NOT NULL \
            AND pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() \
-           AND EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming') \
+           AND EXISTS (SELECT 1 FROM pg_stat_wal_receiver \
+                       WHERE coalesce(status, 'streaming') = 'streaming') \
         THEN 0::float8 \
       ELSE greatest(0, extract(epoch FROM now() - pg_last_xact_replay_timestamp()))::float8 \
     END";

@@ -332,6 +332,40 @@ mod actor_override_tests {
     }
 
     #[test]
+    fn a_read_replica_is_optional_and_a_blank_url_is_none() {
+        let mut config = Config::defaults();
+        assert_eq!(config.database.read_url(), None);
+        assert_eq!(config.database.replica_max_lag_secs, 5.0);
+        config.database.read_url = Some("  ".to_owned());
+        assert_eq!(config.database.read_url(), None);
+        config.database.read_url = Some(" postgres://standby/pharmacy ".to_owned());
+        assert_eq!(
+            config.database.read_url(),
+            Some("postgres://standby/pharmacy")
+        );
+    }
+
+    #[test]
+    fn replica_bounds_out_of_range_are_refused() {
+        for toml in [
+            "[database]\nreplica_max_lag_secs = -1.0\n",
+            "[database]\nreplica_max_lag_secs = nan\n",
+            "[database]\nreplica_check_ms = 5\n",
+        ] {
+            let config: Config = Figment::from(Toml::string(DEFAULT_TOML))
+                .merge(Toml::string(toml))
+                .extract()
+                .unwrap_or_else(|e| panic!("{e}"));
+            let err = config.validate().err().map(|e| e.to_string());
+            assert!(
+                err.as_deref()
+                    .is_some_and(|e| e.contains("database.replica")),
+                "{toml}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
     fn static_branch_overrides_parse_by_code_in_any_case() {
         let figment = Figment::from(Toml::string(DEFAULT_TOML)).merge(Toml::string(
             "[actors.branches.main]\nmailbox = 512\nsale_batch_max = 64\n\

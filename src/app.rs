@@ -10,6 +10,7 @@ use actix_web::{web, App, HttpServer};
 
 use crate::auth::tokens::TokenKeys;
 use crate::config::Config;
+use crate::db::replica::{self, Replica};
 use crate::http;
 use crate::state::AppState;
 use crate::telemetry;
@@ -43,9 +44,14 @@ pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Resu
         config.database.url.clone(),
         config.sync.max_parked_polls,
     );
+    let replica = Replica::from_config(&config.database).map_err(std::io::Error::other)?;
+    if let Some(r) = &replica {
+        replica::spawn_checks(r);
+    }
     let state = web::Data::new(AppState {
         pool,
         live,
+        replica,
         actors: registry.clone(),
         sales: Arc::new(SaleDesk::new(config.actors.sale_batch_max)),
         payments: Arc::new(PaymentDesk::new(config.actors.sale_batch_max)),

@@ -1,7 +1,7 @@
 //! Layered configuration: the built-in `config/default.toml`, then
 //! `config/<APP_ENV>.toml` and `config/local.toml` when present, then the
-//! environment (`PHARMACY__SECTION__KEY`, plus `DATABASE_URL`, `HOST`,
-//! `PORT`, `JWT_SECRET`, `APP_ENV`).
+//! environment (`PHARMACY__SECTION__KEY`, plus `DATABASE_URL`,
+//! `DATABASE_READ_URL`, `HOST`, `PORT`, `JWT_SECRET`, `APP_ENV`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -81,6 +81,34 @@ pub struct DatabaseConfig {
     pub pool_wait_timeout_ms: u64,
     pub connect_timeout_ms: u64,
     pub statement_timeout_ms: u64,
+    /// A streaming standby for the reads that may lag (reports, dashboard,
+    /// compliance books and their CSV exports, the sync snapshot). Unset:
+    /// every read goes to `url`.
+    #[serde(default)]
+    pub read_url: Option<String>,
+    /// The most the standby may be behind, in seconds, for those reads to
+    /// go to it; beyond, they go to the primary until it catches up.
+    #[serde(default = "default_replica_max_lag_secs")]
+    pub replica_max_lag_secs: f64,
+    /// How often the standby's lag is measured, in ms.
+    #[serde(default = "default_replica_check_ms")]
+    pub replica_check_ms: u64,
+    /// How long a snapshot read waits for the standby to replay the
+    /// primary's settled change log before reading the primary instead, in ms.
+    #[serde(default = "default_replica_snapshot_wait_ms")]
+    pub replica_snapshot_wait_ms: u64,
+}
+
+fn default_replica_max_lag_secs() -> f64 {
+    5.0
+}
+
+fn default_replica_check_ms() -> u64 {
+    1000
+}
+
+fn default_replica_snapshot_wait_ms() -> u64 {
+    500
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -162,6 +190,10 @@ impl std::fmt::Debug for Config {
             .field("env", &self.env)
             .field("http", &self.http)
             .field("database.url", &self.database.url.as_ref().map(|_| "<set>"))
+            .field(
+                "database.read_url",
+                &self.database.read_url.as_ref().map(|_| "<set>"),
+            )
             .field("database.pool_size", &self.database.pool_size)
             .field("actors", &self.actors)
             .field("log", &self.log)
@@ -197,6 +229,11 @@ impl Config {
                     .only(&["DATABASE_URL"])
                     .map(|_| "database.url".into()),
             )
+            .merge(
+                Env::raw()
+                    .only(&["DATABASE_READ_URL"])
+                    .map(|_| "database.read_url".into()),
+            )
             .merge(Env::raw().only(&["HOST"]).map(|_| "http.host".into()))
             .merge(Env::raw().only(&["PORT"]).map(|_| "http.port".into()))
             .merge(
@@ -225,6 +262,7 @@ impl Config {
         if self.env == AppEnv::Production && self.auth.jwt_secret == DEFAULT_JWT_SECRET {
             return Err(ConfigError::DefaultSecretInProduction);
         }
+        self.database.validate()?;
         self.actors.validate()
     }
 
@@ -249,6 +287,32 @@ impl Config {
             device_mailbox: self.actors.device_mailbox,
             arbiters: self.actors.arbiters,
         }
+    }
+}
+
+impl DatabaseConfig {
+    /// The read replica's URL, when one is set (a blank value is none).
+    pub fn read_url(&self) -> Option<&str> {
+        self.read_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+    }
+
+    /// The replica bounds: a lag bound of 0 or more seconds, a check period
+    /// of at least 10 ms.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(self.replica_max_lag_secs.is_finite() && self.replica_max_lag_secs >= 0.0) {
+            return Err(ConfigError::OutOfRange(
+                "database.replica_max_lag_secs must be a number of seconds, 0 or more".to_owned(),
+            ));
+        }
+        if self.replica_check_ms < 10 {
+            return Err(ConfigError::OutOfRange(
+                "database.replica_check_ms must be at least 10".to_owned(),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -284,6 +348,40 @@ mod actor_override_tests {
     fn the_built_in_defaults_load_and_validate() {
         let config = Config::defaults();
         assert!(config.validate().is_ok());
+    }
+
+    #[test]
+    fn a_read_replica_is_optional_and_a_blank_url_is_none() {
+        let mut config = Config::defaults();
+        assert_eq!(config.database.read_url(), None);
+        assert_eq!(config.database.replica_max_lag_secs, 5.0);
+        config.database.read_url = Some("  ".to_owned());
+        assert_eq!(config.database.read_url(), None);
+        config.database.read_url = Some(" postgres://standby/pharmacy ".to_owned());
+        assert_eq!(
+            config.database.read_url(),
+            Some("postgres://standby/pharmacy")
+        );
+    }
+
+    #[test]
+    fn replica_bounds_out_of_range_are_refused() {
+        for toml in [
+            "[database]\nreplica_max_lag_secs = -1.0\n",
+            "[database]\nreplica_max_lag_secs = nan\n",
+            "[database]\nreplica_check_ms = 5\n",
+        ] {
+            let config: Config = Figment::from(Toml::string(DEFAULT_TOML))
+                .merge(Toml::string(toml))
+                .extract()
+                .unwrap_or_else(|e| panic!("{e}"));
+            let err = config.validate().err().map(|e| e.to_string());
+            assert!(
+                err.as_deref()
+                    .is_some_and(|e| e.contains("database.replica")),
+                "{toml}: {err:?}"
+            );
+        }
     }
 
     #[test]

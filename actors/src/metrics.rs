@@ -109,8 +109,8 @@ pub static GROUP_SIZE: LazyLock<HistogramVec> = LazyLock::new(|| {
 
 pub static GROUP_FALLBACKS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     registered(register_int_counter_vec!(
-        "group_commit_fallbacks_total",
-        "Groups whose shared transaction failed and whose requests were made one by one",
+        "sale_batch_fallbacks_total",
+        "Group commits that failed as a whole (a deadlock with another server process, a lost connection, a compare-and-set another process won) and were made again one request per transaction; kind as in sale_batch_size",
         &["kind"]
     ))
 });

@@ -1,6 +1,7 @@
 //! The PostgreSQL pool and the embedded migrations.
 
 pub mod migrate;
+pub mod replica;
 
 use std::str::FromStr;
 use std::time::Duration;

@@ -4,7 +4,9 @@
 //! branch (an admin sees every branch, or the one `branch_id` names), and
 //! paged with 50 rows by default. The prescription book and the classified
 //! drugs register also export as CSV (`Accept: text/csv` or `?format=csv`),
-//! every row of the window in one file.
+//! every row of the window in one file. The books and exports read from the
+//! read replica while it is within its lag bound; the fiscal preview of a
+//! sale just made reads the primary.
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -60,7 +62,7 @@ pub async fn device_register(
 ) -> Result<HttpResponse> {
     let page = paging.resolve(BOOK_PAGE_SIZE)?;
     let branch = caller.branch_filter(filter.branch_id)?;
-    let client = state.pool.get().await?;
+    let client = state.read_client().await?;
     let (items, total) = devices::register(&client, branch, page).await?;
     Ok(HttpResponse::Ok().json(Paged::new(items, total, page)))
 }
@@ -121,7 +123,7 @@ pub(crate) async fn scope(
             return Err(Error::validation("format", "`format` must be json or csv."));
         }
     };
-    let client = state.pool.get().await?;
+    let client = state.read_client().await?;
     // A page is bounded by its size; an export is every row of the window,
     // so its window is closed and at most `MAX_WINDOW_DAYS` long.
     let bounds = if csv {
@@ -172,7 +174,7 @@ pub async fn prescription_book(
 ) -> Result<HttpResponse> {
     let page = paging.resolve(BOOK_PAGE_SIZE)?;
     let (scope, csv) = scope(&state, &caller, &req, &q).await?;
-    let client = state.pool.get().await?;
+    let client = state.read_client().await?;
     if csv {
         let (rows, _) = books::prescription_book(&client, scope, None).await?;
         return csv_response("prescription-book", &rows);
@@ -206,7 +208,7 @@ pub async fn classified_drugs_book(
 ) -> Result<HttpResponse> {
     let page = paging.resolve(BOOK_PAGE_SIZE)?;
     let (scope, csv) = scope(&state, &caller, &req, &q).await?;
-    let client = state.pool.get().await?;
+    let client = state.read_client().await?;
     if csv {
         let (rows, _) = books::classified_book(&client, scope, None).await?;
         return csv_response("classified-drugs-book", &rows);

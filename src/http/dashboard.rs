@@ -1,5 +1,6 @@
 //! `/dashboard`: today's figures and the branch comparison. Any signed-in
 //! user; days are the organisation's calendar days (`settings.time_zone`).
+//! Read from the read replica while it is within its lag bound.
 
 use actix_web::{web, HttpResponse};
 use chrono::NaiveDate;
@@ -46,7 +47,7 @@ pub async fn summary(
     Query(q): Query<SummaryQuery>,
 ) -> Result<HttpResponse> {
     let branch = caller.branch_filter(q.branch_id)?;
-    let client = state.pool.get().await?;
+    let client = state.read_client().await?;
     let days = DateWindow::optional(None, None)?
         .or_last_days(&client, SPARKLINE_DAYS)
         .await?;
@@ -106,7 +107,7 @@ pub async fn branch_comparison(
 ) -> Result<HttpResponse> {
     let branch = caller.branch_filter(None)?;
     let window = DateWindow::optional(day_of(q.from_date), day_of(q.to_date))?;
-    let client = state.pool.get().await?;
+    let client = state.read_client().await?;
     let window = window.or_last_days(&client, DEFAULT_WINDOW_DAYS).await?;
     let items = dashboard::branch_comparison(&client, &window, branch).await?;
     Ok(HttpResponse::Ok().json(BranchComparison {

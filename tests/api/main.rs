@@ -40,6 +40,7 @@ mod prescriptions;
 mod printing;
 mod problem_codes;
 mod purchases;
+mod read_replica;
 mod reports;
 mod returns;
 mod role_policy;

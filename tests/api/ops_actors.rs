@@ -832,9 +832,9 @@ async fn the_deploy_dashboard_and_alert_rules_read_metrics_the_service_exports()
             .unwrap();
 
     // Exercise the service so that every family has a series: a REST sale
-    // (branch actor, group commit), a till push (device actor, sync) and a
-    // scrape (pool gauges).
-    let app = TestApp::spawn().await;
+    // (branch actor, group commit), a till push (device actor, sync), a
+    // scrape (pool gauges) and a read replica (its own database here).
+    let app = TestApp::spawn_with(|c| c.database.read_url = c.database.url.clone()).await;
     let branch = app.branch("KLA").await;
     let (_, admin) = app.signed_in(branch, Role::Admin).await;
     let m = app

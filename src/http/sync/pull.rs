@@ -44,7 +44,10 @@ fn scope(caller: &Caller) -> Scope {
         (status = 503, body = Problem, content_type = "application/problem+json")))]
 #[get("/sync/snapshot")]
 pub async fn get_snapshot(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse> {
-    let snapshot = snapshot::read(&state.pool, &state.live.horizon, scope(&caller)).await?;
+    let snapshot = state
+        .reads()
+        .snapshot(&state.live.horizon, scope(&caller))
+        .await?;
     Ok(HttpResponse::Ok().json(snapshot))
 }
 

@@ -187,6 +187,43 @@ pub async fn fresh_database() -> (String, String) {
     (name.clone(), with_dbname(admin_conninfo(), &name))
 }
 
+/// A copy of database `src` (its data as of now), under a new name; the
+/// sessions still on `src` are ended first, since PostgreSQL copies only an
+/// unused database. Returns the copy's name and connection string.
+pub async fn copy_database(src: &str) -> (String, String) {
+    let name = format!("pharmacy_copy_{}", Uuid::now_v7().simple());
+    let client = admin_client().await;
+    let mut last = String::new();
+    for _ in 0..50 {
+        client
+            .execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE datname = $1 AND pid <> pg_backend_pid()",
+                &[&src],
+            )
+            .await
+            .expect("end the sessions on the source");
+        match client
+            .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {src}"))
+            .await
+        {
+            Ok(()) => return (name.clone(), with_dbname(admin_conninfo(), &name)),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("cannot copy {src}: {last}");
+}
+
+/// Runs SQL on database `dbname` of the test server as its superuser.
+pub async fn execute_on(dbname: &str, sql: &str) {
+    let (client, conn) = tokio_postgres::connect(&with_dbname(admin_conninfo(), dbname), NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    client.batch_execute(sql).await.expect("execute");
+}
+
 /// An empty (unmigrated) database, for migration tests.
 pub async fn empty_database() -> (String, String) {
     let name = format!("pharmacy_empty_{}", Uuid::now_v7().simple());

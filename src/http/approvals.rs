@@ -116,8 +116,14 @@ pub async fn list(
 
 /// Decides one approval: 403 for other roles and for the requester, 404 for
 /// another branch's, 409 once decided. The row is locked and the update is
-/// conditional, so two deciders cannot both win.
-async fn decide(state: &AppState, caller: &Caller, raw_id: &str, status: &str) -> Result<Approval> {
+/// conditional, so two deciders cannot both win. The console decides
+/// through here too.
+pub async fn decide(
+    state: &AppState,
+    caller: &Caller,
+    raw_id: &str,
+    status: &str,
+) -> Result<Approval> {
     caller.require(Action::DecideApprovals)?;
     let id = path_id(raw_id, "Approval")?;
     let mut client = state.pool.get().await?;

@@ -17,6 +17,7 @@ mod auth;
 mod branch_controls;
 mod branches;
 mod compliance;
+mod console;
 mod coupons;
 mod currency;
 mod customers;

@@ -150,10 +150,11 @@ pub fn branch_shares(rows: &[Share<'_>], currency: &str) -> String {
             bh = row_h - 12.0,
             vx = label_w + bar_max + 8.0,
             v = esc(&format!(
-                "{}% · {} {currency} · {} sales",
+                "{}% · {} {currency} · {} {}",
                 r.share_pct.normalize(),
                 money(r.revenue),
-                r.sales
+                r.sales,
+                if r.sales == 1 { "sale" } else { "sales" }
             )),
         );
     }
@@ -181,7 +182,7 @@ mod tests {
         let svg = branch_shares(&rows, "UGX");
         assert!(!svg.contains("<script>"));
         assert!(svg.contains("&lt;script&gt;"));
-        assert!(svg.contains("100% · 1.00 UGX · 1 sales"));
+        assert!(svg.contains("100% · 1.00 UGX · 1 sale"));
     }
 
     #[test]

@@ -57,9 +57,13 @@ struct DashboardPage {
     counts: Vec<Count>,
 }
 
-fn trend_words(pct: Decimal) -> String {
+/// The day's revenue against yesterday's, in words (an arrow and a word,
+/// never colour alone).
+fn trend_words(pct: Decimal, yesterday: Decimal) -> String {
     let pct = pct.round_dp(1);
-    if pct > Decimal::ZERO {
+    if yesterday.is_zero() {
+        "no takings yesterday to compare with".to_owned()
+    } else if pct > Decimal::ZERO {
         format!("▲ up {}% on yesterday", pct.normalize())
     } else if pct < Decimal::ZERO {
         format!("▼ down {}% on yesterday", (-pct).normalize())
@@ -169,7 +173,14 @@ async fn page(state: web::Data<AppState>, staff: Staff, q: web::Query<BranchQuer
         sales_count: summary.today_sales_count,
         revenue: money(summary.today_revenue),
         vat: money(summary.today_vat),
-        trend: trend_words(summary.revenue_trend),
+        trend: trend_words(
+            summary.revenue_trend,
+            series
+                .iter()
+                .rev()
+                .nth(1)
+                .map_or(Decimal::ZERO, |(_, v)| *v),
+        ),
         revenue_chart: charts::daily_revenue(&series, &currency),
         days: day_table,
         comparison_chart,
@@ -194,6 +205,23 @@ async fn scope_label<C: deadpool_postgres::GenericClient + Sync>(
         .filter(|b| staff.caller.can_see_branch(b.id))
         .map(|b| format!("{} ({})", b.name, b.code));
     name.ok_or_else(|| Error::validation("branch_id", "There is no such branch."))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_trend_is_told_in_words() {
+        let d = |n: i64| Decimal::new(n, 0);
+        assert_eq!(trend_words(d(25), d(100)), "▲ up 25% on yesterday");
+        assert_eq!(trend_words(d(-100), d(100)), "▼ down 100% on yesterday");
+        assert_eq!(trend_words(d(0), d(100)), "● level with yesterday");
+        assert_eq!(
+            trend_words(d(0), d(0)),
+            "no takings yesterday to compare with"
+        );
+    }
 }
 
 #[derive(Template)]

@@ -86,7 +86,7 @@ async fn home(_: Staff) -> HttpResponse {
 
 async fn not_found(staff: Staff) -> Outcome {
     Err(Failure::Shown(
-        Some(staff),
+        Box::new(staff),
         Error::not_found("There is no such page in the console."),
     ))
 }
@@ -148,7 +148,7 @@ pub enum Failure {
     /// Any other refusal or fault, shown as a page in words.
     Page(Error),
     /// The same, with the staff member known (the page keeps its menu).
-    Shown(Option<Staff>, Error),
+    Shown(Box<Staff>, Error),
 }
 
 impl From<Error> for Failure {
@@ -213,7 +213,7 @@ impl ResponseError for Failure {
                 ),
             ),
             Failure::Page(e) => (None, clone_error(e)),
-            Failure::Shown(s, e) => (s.clone(), clone_error(e)),
+            Failure::Shown(s, e) => (Some(s.as_ref()), clone_error(e)),
         };
         let status = error.status_code();
         let (title, message) = match &error {
@@ -232,7 +232,7 @@ impl ResponseError for Failure {
             other => ("That did not work", plain(&other.to_string())),
         };
         let page = ErrorPage {
-            chrome: staff.as_ref().map(|s| Chrome::new(s, "")),
+            chrome: staff.map(|s| Chrome::new(s, "")),
             title,
             message,
         };

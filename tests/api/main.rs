@@ -18,6 +18,7 @@ mod branch_controls;
 mod branches;
 mod compliance;
 mod console;
+mod console_browser;
 mod coupons;
 mod currency;
 mod customers;

@@ -62,6 +62,19 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             )
             .route("", web::get().to(home))
             .route("/", web::get().to(home))
+            // A malformed query or form is a page in words, not actix's text.
+            .app_data(web::QueryConfig::default().error_handler(|e, _| {
+                Failure::Page(Error::bad_request(format!(
+                    "The address is not valid: {e}."
+                )))
+                .into()
+            }))
+            .app_data(web::FormConfig::default().error_handler(|e, _| {
+                Failure::Page(Error::bad_request(format!(
+                    "The form could not be read: {e}."
+                )))
+                .into()
+            }))
             .route("/login", web::get().to(session::login_form))
             .route("/login", web::post().to(session::login))
             .route("/logout", web::post().to(session::logout))
@@ -198,11 +211,18 @@ impl ResponseError for Failure {
 
     fn error_response(&self) -> HttpResponse {
         let (staff, error) = match self {
-            Failure::SignIn(_) => {
+            Failure::SignIn(why) => {
+                // A visitor with no session is simply asked to sign in; one
+                // whose session ended is told so.
+                let to = if *why == session::NO_SESSION {
+                    "/console/login"
+                } else {
+                    "/console/login?ended=1"
+                };
                 return HttpResponse::SeeOther()
-                    .insert_header((header::LOCATION, "/console/login?ended=1"))
+                    .insert_header((header::LOCATION, to))
                     // An htmx request follows this instead of swapping in the page.
-                    .insert_header(("HX-Redirect", "/console/login?ended=1"))
+                    .insert_header(("HX-Redirect", to))
                     .finish();
             }
             Failure::Csrf => (

@@ -18,6 +18,7 @@ use super::{
     html_status, optional_id, role_label, see_other, when, Chrome, NoFields, Notice, Outcome,
     Posted, Staff,
 };
+use crate::http::branches::{self as api_branches, BranchCreate};
 use crate::http::settings::{self as api_settings, SettingsWrite};
 use crate::http::users::{self as api_users, UserCreate, UserUpdate};
 use crate::state::AppState;
@@ -33,6 +34,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/users/{id}/deactivate", web::post().to(deactivate))
         .route("/users/{id}/reactivate", web::post().to(reactivate))
         .route("/branches", web::get().to(branches_page))
+        .route("/branches", web::post().to(create_branch))
         .route("/settings", web::get().to(settings_page))
         .route("/settings", web::post().to(save_settings));
 }
@@ -437,15 +439,87 @@ pub struct BranchRow {
     pub users: i64,
 }
 
+/// What the new-branch form was sent.
+#[derive(Debug, Default, Deserialize)]
+pub struct BranchForm {
+    #[serde(default)]
+    pub code: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub city: String,
+    #[serde(default)]
+    pub address: String,
+    #[serde(default)]
+    pub currency_code: String,
+}
+
 #[derive(Template)]
 #[template(path = "console/branches.html")]
 struct BranchesPage {
     chrome: Option<Chrome>,
+    csrf: String,
+    notice: Notice,
+    can_manage: bool,
+    form: BranchForm,
     rows: Vec<BranchRow>,
 }
 
-/// As `GET /branches`: every branch for those who work on any, else its own.
-async fn branches_page(state: web::Data<AppState>, staff: Staff) -> Outcome {
+async fn branches_page(
+    state: web::Data<AppState>,
+    staff: Staff,
+    q: web::Query<DoneQuery>,
+) -> Outcome {
+    let notice = match q.done.as_deref() {
+        Some("created") => Notice::done("The branch was created."),
+        _ => Notice::default(),
+    };
+    show_branches(
+        &state,
+        &staff,
+        notice,
+        BranchForm::default(),
+        StatusCode::OK,
+    )
+    .await
+}
+
+async fn create_branch(state: web::Data<AppState>, posted: Posted<BranchForm>) -> Outcome {
+    let Posted { staff, form } = posted;
+    staff.caller.require(Action::ManageBranches)?;
+    let blank_is_none = |v: &str| (!v.trim().is_empty()).then(|| v.to_owned());
+    let body = BranchCreate {
+        code: form.code.clone(),
+        name: form.name.clone(),
+        city: blank_is_none(&form.city),
+        vat_number: None,
+        address: blank_is_none(&form.address),
+        image_url: None,
+        currency_code: blank_is_none(&form.currency_code),
+    };
+    match api_branches::create_as(&state, &staff.caller, body).await {
+        Ok(_) => Ok(see_other("/console/branches?done=created")),
+        Err(e) if shown_on_form(&e) => {
+            let code = actix_web::ResponseError::status_code(&e);
+            let mut notice = Notice::from_error(&e);
+            if matches!(e, Error::Conflict(_)) {
+                notice.field = Some("code".to_owned());
+            }
+            show_branches(&state, &staff, notice, form, code).await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// As `GET /branches`: every branch for those who work on any, else its
+/// own; admins also get the form to add one.
+async fn show_branches(
+    state: &AppState,
+    staff: &Staff,
+    notice: Notice,
+    form: BranchForm,
+    code: StatusCode,
+) -> Outcome {
     let only = (!staff.caller.any_branch()).then_some(staff.caller.branch_id);
     let client = state.pool.get().await?;
     let mut rows = Vec::new();
@@ -460,9 +534,13 @@ async fn branches_page(state: web::Data<AppState>, staff: Staff) -> Outcome {
         });
     }
     html_status(
-        StatusCode::OK,
+        code,
         &BranchesPage {
-            chrome: Some(Chrome::new(&staff, "/console/branches")),
+            chrome: Some(Chrome::new(staff, "/console/branches")),
+            csrf: staff.csrf.clone(),
+            notice,
+            can_manage: Action::ManageBranches.permits(staff.role()),
+            form,
             rows,
         },
     )

@@ -32,6 +32,8 @@ use domain::{Error, Role};
 pub const SESSION_COOKIE: &str = "console_session";
 /// The sign-in form's token (double submit: cookie and hidden field).
 pub const LOGIN_COOKIE: &str = "console_login";
+/// Why a visitor without any session cookie is sent to sign in.
+pub const NO_SESSION: &str = "Sign in to use the console.";
 /// The name of the hidden field every console form carries.
 pub const CSRF_FIELD: &str = "csrf";
 
@@ -98,7 +100,7 @@ async fn end(state: &AppState, digest: Vec<u8>) -> Result<(), Error> {
 /// The staff member of the session cookie, or [`Failure::SignIn`].
 async fn staff_of(state: &AppState, token: Option<String>) -> Result<Staff, Failure> {
     let Some(token) = token.filter(|t| !t.is_empty()) else {
-        return Err(Failure::SignIn("Sign in to use the console."));
+        return Err(Failure::SignIn(NO_SESSION));
     };
     let digest = tokens::refresh_digest(&token);
     let idle = state.config.auth.console_idle_secs.max(1);

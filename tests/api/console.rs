@@ -338,6 +338,8 @@ async fn signing_in_sets_a_strict_http_only_cookie_and_signing_out_ends_the_sess
         .map(|r| (r.status(), (), r.headers().clone()))
         .unwrap();
     assert!(redirected_to_sign_in(status, &headers));
+    // ... without telling a first visitor that a session "ended".
+    assert_eq!(headers[LOCATION], "/console/login");
 }
 
 #[tokio::test]
@@ -1204,6 +1206,14 @@ async fn the_console_is_not_in_the_api_document_and_answers_pages_not_problems()
         .unwrap()
         .starts_with("text/html"));
     assert!(html.contains("There is no such page"));
+    // A malformed address is a page in words too.
+    let (status, html, headers) = console.get("/console/books/prescriptions?page=abc").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+    assert!(html.contains("The address is not valid"), "{html}");
     // Assets are served from the binary, with htmx's licence.
     for asset in ["htmx.min.js", "htmx-LICENSE.txt", "console.css"] {
         let res = reqwest::get(format!("{}/console/assets/{asset}", app.root))
@@ -1211,4 +1221,36 @@ async fn the_console_is_not_in_the_api_document_and_answers_pages_not_problems()
             .unwrap();
         assert_eq!(res.status(), StatusCode::OK, "{asset}");
     }
+}
+
+#[tokio::test]
+async fn branches_are_added_in_the_console_by_admins_only() {
+    let app = TestApp::spawn().await;
+    let a = app.branch("KLA").await;
+    let (_, admin) = Console::of(&app, a, Role::Admin).await;
+    let (status, _, _) = admin
+        .post("/console/branches", &[("code", "MBR"), ("name", "Mbarara")])
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let (_, html, _) = admin.get("/console/branches").await;
+    assert!(table_rows(&html, "branches").iter().any(|r| r[1] == "MBR"));
+    // A code taken is named beside the field.
+    let (status, html, _) = admin
+        .post("/console/branches", &[("code", "MBR"), ("name", "Again")])
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(html.contains(r#"id="code-error""#), "{html}");
+    let (_, manager) = Console::of(&app, a, Role::BranchManager).await;
+    let (status, html, _) = manager.get("/console/branches").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!html.contains(r#"id="create-branch""#));
+    assert_eq!(
+        table_rows(&html, "branches").len(),
+        1,
+        "its own branch only"
+    );
+    let (status, _, _) = manager
+        .post("/console/branches", &[("code", "GUL"), ("name", "Gulu")])
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
 }

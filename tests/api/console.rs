@@ -1254,3 +1254,47 @@ async fn branches_are_added_in_the_console_by_admins_only() {
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
 }
+
+#[tokio::test]
+async fn two_managers_deciding_one_request_at_once_decide_it_once() {
+    let app = TestApp::spawn().await;
+    let a = app.branch("KLA").await;
+    let (_, cashier) = app.signed_in(a, Role::Cashier).await;
+    let (_, approval) = app
+        .post(
+            "/approvals",
+            &cashier,
+            json!({"kind": "refund", "reason": "twice?"}),
+        )
+        .await;
+    let id = approval["id"].as_str().unwrap().to_owned();
+    let mut managers = Vec::new();
+    for _ in 0..6 {
+        managers.push(Console::of(&app, a, Role::BranchManager).await.1);
+    }
+    let answers = futures_util::future::join_all(managers.iter().enumerate().map(|(i, m)| {
+        let verb = if i % 2 == 0 { "approve" } else { "reject" };
+        let path = format!("/console/approvals/{id}/{verb}");
+        async move { m.post(&path, &[]).await.0 }
+    }))
+    .await;
+    let won = answers
+        .iter()
+        .filter(|s| **s == StatusCode::SEE_OTHER)
+        .count();
+    let lost = answers
+        .iter()
+        .filter(|s| **s == StatusCode::CONFLICT)
+        .count();
+    assert_eq!((won, lost), (1, 5), "{answers:?}");
+    let client = app.pool.get().await.unwrap();
+    let decisions: i64 = client
+        .query_one(
+            "SELECT count(*) FROM audit_log WHERE entity_type = 'approval' AND entity_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(decisions, 1, "one decision, audited once");
+}

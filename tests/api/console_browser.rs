@@ -310,6 +310,9 @@ async fn an_admin_signs_in_tours_every_page_group_and_signs_out() {
     ] {
         b.goto(&app, path).await;
         assert_eq!(b.text("h1").await, heading, "{path}");
+        // The one script loads under the pages' content security policy.
+        let htmx: Value = b.c().execute("return typeof htmx;", vec![]).await.unwrap();
+        assert_eq!(htmx, json!("object"), "{path}");
         b.screenshot(shot).await;
     }
     // Narrow screens get the same pages.

@@ -87,9 +87,9 @@ pub struct UserRow {
     pub last_login: String,
 }
 
-/// What the create form was sent, to show it again.
+/// What an account form (create or edit) was sent, to show it again.
 #[derive(Debug, Default, Deserialize)]
-pub struct NewUserForm {
+pub struct AccountForm {
     #[serde(default)]
     pub email: String,
     #[serde(default)]
@@ -111,7 +111,7 @@ struct UsersPage {
     search: String,
     rows: Vec<UserRow>,
     total: i64,
-    form: NewUserForm,
+    form: AccountForm,
     roles: Vec<Choice>,
     branches: Vec<Choice>,
 }
@@ -128,7 +128,7 @@ async fn show_users(
     staff: &Staff,
     q: &UsersQuery,
     notice: Notice,
-    form: NewUserForm,
+    form: AccountForm,
     code: StatusCode,
 ) -> Outcome {
     // As `GET /users`: the role first, then the branch.
@@ -208,7 +208,7 @@ async fn users_page(
         &staff,
         &q,
         notice,
-        NewUserForm::default(),
+        AccountForm::default(),
         StatusCode::OK,
     )
     .await
@@ -223,7 +223,7 @@ fn role_field(field: &str, v: Option<&str>) -> Result<Option<Role>, Error> {
     }
 }
 
-async fn create_user(state: web::Data<AppState>, posted: Posted<NewUserForm>) -> Outcome {
+async fn create_user(state: web::Data<AppState>, posted: Posted<AccountForm>) -> Outcome {
     let Posted { staff, form } = posted;
     staff.caller.require(Action::ManageUsers)?;
     let attempt = async {
@@ -249,7 +249,7 @@ async fn create_user(state: web::Data<AppState>, posted: Posted<NewUserForm>) ->
             if matches!(e, Error::Conflict(_)) {
                 notice.field = Some("email".to_owned());
             }
-            let form = NewUserForm {
+            let form = AccountForm {
                 password: String::new(),
                 ..form
             };
@@ -292,7 +292,7 @@ async fn show_edit(
     staff: &Staff,
     raw_id: &str,
     notice: Notice,
-    sent: Option<&EditForm>,
+    sent: Option<&AccountForm>,
     code: StatusCode,
 ) -> Outcome {
     let user = managed_user(state, staff, raw_id).await?;
@@ -340,20 +340,6 @@ async fn edit_page(state: web::Data<AppState>, staff: Staff, id: web::Path<Strin
     show_edit(&state, &staff, &id, Notice::default(), None, StatusCode::OK).await
 }
 
-#[derive(Debug, Default, Deserialize)]
-pub struct EditForm {
-    #[serde(default)]
-    pub email: String,
-    #[serde(default)]
-    pub full_name: String,
-    #[serde(default)]
-    pub phone: String,
-    #[serde(default)]
-    pub password: String,
-    pub role: Option<String>,
-    pub branch_id: Option<String>,
-}
-
 /// Refusals the account forms show in words; anything else is a page error.
 fn shown_on_form(e: &Error) -> bool {
     matches!(
@@ -365,7 +351,7 @@ fn shown_on_form(e: &Error) -> bool {
 async fn update_user(
     state: web::Data<AppState>,
     id: web::Path<String>,
-    posted: Posted<EditForm>,
+    posted: Posted<AccountForm>,
 ) -> Outcome {
     let Posted { staff, form } = posted;
     let attempt = async {

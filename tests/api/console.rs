@@ -198,6 +198,19 @@ pub async fn sign_in_attempt(
     (status, res.text().await.unwrap(), headers)
 }
 
+/// The user's sign-in sessions not ended.
+async fn live_sessions(app: &TestApp, user: Uuid) -> i64 {
+    let client = app.pool.get().await.unwrap();
+    client
+        .query_one(
+            "SELECT count(*) FROM auth_sessions WHERE user_id = $1 AND revoked_at IS NULL",
+            &[&user],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
 pub fn redirected_to_sign_in(status: StatusCode, headers: &HeaderMap) -> bool {
     status == StatusCode::SEE_OTHER
         && headers
@@ -319,15 +332,7 @@ async fn signing_in_sets_a_strict_http_only_cookie_and_signing_out_ends_the_sess
     assert!(redirected_to_sign_in(status, &headers));
     let (status, _, headers) = console.get("/console/dashboard").await;
     assert!(redirected_to_sign_in(status, &headers), "{status}");
-    let client = app.pool.get().await.unwrap();
-    let live: i64 = client
-        .query_one(
-            "SELECT count(*) FROM auth_sessions WHERE user_id = $1 AND revoked_at IS NULL",
-            &[&user.id],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let live = live_sessions(&app, user.id).await;
     // The first sign-in above was never signed out; the second one was.
     assert_eq!(live, 1);
     // No session at all: the same.
@@ -494,14 +499,7 @@ async fn an_idle_session_ends_with_its_sign_in() {
         .unwrap()
         .get(0);
     assert_eq!(left, 0);
-    let live: i64 = client
-        .query_one(
-            "SELECT count(*) FROM auth_sessions WHERE user_id = $1 AND revoked_at IS NULL",
-            &[&user.id],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let live = live_sessions(&app, user.id).await;
     assert_eq!(live, 0, "the sign-in under an idle session ends too");
 }
 

@@ -69,6 +69,7 @@ pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Resu
             .wrap(from_fn(telemetry::request_context))
             .configure(http::configure)
             .configure(http::docs::configure)
+            .configure(crate::console::configure)
             .configure(http::problems::configure)
             .default_service(web::to(http::not_found))
     })

@@ -1,6 +1,7 @@
 //! `bench-reports`: times the dashboard and every report through the real
 //! HTTP app (in-process, on an ephemeral port) against the database, which
-//! `seed-large` fills with a year of sales, and reports p50/p95/max.
+//! `seed-large` fills with a year of sales, and reports p50/p95/max. The
+//! console's pages are timed the same way, signed in with a console session.
 
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use crate::auth::tokens::TokenKeys;
 use crate::config::Config;
 use crate::seed::demo_email;
 use domain::users;
+use domain::users::console_sessions::{self, ConsoleSession};
 use domain::users::sessions;
 use domain::{db, Error, Result, Role};
 
@@ -65,6 +67,9 @@ pub async fn bench_reports(
     };
     let size = data_size(&client).await?;
     let year_ago = year_ago(&client).await?;
+    let idle = config.auth.console_idle_secs;
+    let console_admin = console_cookie(&client, Role::Admin, "HQ", idle).await?;
+    let console_manager = console_cookie(&client, Role::BranchManager, "GEN01", idle).await?;
     drop(client);
 
     let listener = TcpListener::bind("127.0.0.1:0").map_err(Error::internal)?;
@@ -73,7 +78,9 @@ pub async fn bench_reports(
     actix_web::rt::spawn(running.server);
 
     let mut figures = Vec::new();
-    for (name, path, token) in cases(&admin, &manager, gen01, &year_ago) {
+    let mut all = cases(&admin, &manager, gen01, &year_ago);
+    all.extend(console_cases(&console_admin, &console_manager, gen01));
+    for (name, path, token) in all {
         figures.push(time(port, name, &path, token, calls).await?);
     }
     handle.stop(true).await;
@@ -157,6 +164,77 @@ fn cases<'a>(
     ]
 }
 
+/// The console's pages (their paths start with `/console`; the token is a
+/// console session cookie): each page group, chain-wide as an admin and
+/// the dashboard and a report as a branch manager.
+fn console_cases<'a>(
+    admin: &'a str,
+    manager: &'a str,
+    branch: Uuid,
+) -> Vec<(&'static str, String, &'a str)> {
+    vec![
+        (
+            "console dashboard (chain)",
+            "/console/dashboard".into(),
+            admin,
+        ),
+        (
+            "console dashboard (branch)",
+            format!("/console/dashboard?branch_id={branch}"),
+            admin,
+        ),
+        (
+            "console dashboard (manager)",
+            "/console/dashboard".into(),
+            manager,
+        ),
+        (
+            "console sales report",
+            "/console/reports/sales".into(),
+            admin,
+        ),
+        (
+            "console sales report (manager)",
+            "/console/reports/sales".into(),
+            manager,
+        ),
+        (
+            "console by pharmacist",
+            "/console/reports/pharmacists".into(),
+            admin,
+        ),
+        (
+            "console inventory",
+            "/console/reports/inventory".into(),
+            admin,
+        ),
+        (
+            "console purchases",
+            "/console/reports/purchases".into(),
+            admin,
+        ),
+        ("console vat", "/console/reports/vat".into(), admin),
+        (
+            "console prescription book",
+            "/console/books/prescriptions".into(),
+            admin,
+        ),
+        (
+            "console classified register",
+            "/console/books/classified".into(),
+            admin,
+        ),
+        ("console conflicts", "/console/sync/conflicts".into(), admin),
+        ("console devices", "/console/devices".into(), admin),
+        ("console approvals", "/console/approvals".into(), admin),
+        ("console operations", "/console/operations".into(), admin),
+        ("console users", "/console/users".into(), admin),
+        ("console branches", "/console/branches".into(), admin),
+        ("console settings", "/console/settings".into(), admin),
+        ("console audit log", "/console/audit".into(), admin),
+    ]
+}
+
 async fn time(port: u16, name: &str, path: &str, token: &str, calls: usize) -> Result<Figure> {
     let mut bytes = 0;
     for _ in 0..2 {
@@ -190,8 +268,17 @@ async fn get(port: u16, path: &str, token: &str) -> Result<usize> {
     let mut stream = TcpStream::connect(("127.0.0.1", port))
         .await
         .map_err(Error::internal)?;
+    // A console page is asked for with its session cookie, the API with a
+    // bearer token.
+    let (target, credential) = match path.starts_with("/console") {
+        true => (path.to_owned(), format!("Cookie: console_session={token}")),
+        false => (
+            format!("/api/v1{path}"),
+            format!("Authorization: Bearer {token}"),
+        ),
+    };
     let request = format!(
-        "GET /api/v1{path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\
+        "GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n{credential}\r\n\
          Accept: application/json\r\nConnection: close\r\n\r\n"
     );
     stream
@@ -231,6 +318,30 @@ async fn token(
         session,
         c.token_version,
     )
+}
+
+/// A console session cookie for the demo user of `role` at branch `code`,
+/// on a sign-in session of its own, as the sign-in form would open.
+async fn console_cookie(
+    client: &deadpool_postgres::Object,
+    role: Role,
+    code: &str,
+    idle_secs: i64,
+) -> Result<String> {
+    let c = users::credentials(client, &demo_email(role, code))
+        .await?
+        .ok_or_else(|| Error::bad_request("No demo chain: run `pharmacy seed-large` first."))?;
+    let auth_session = sessions::open(client, c.user.id, c.token_version).await?;
+    let (cookie, digest) = crate::auth::tokens::new_refresh_token();
+    let (csrf, _) = crate::auth::tokens::new_refresh_token();
+    let session = ConsoleSession {
+        auth_session_id: auth_session,
+        user_id: c.user.id,
+        token_version: c.token_version,
+        csrf_token: csrf,
+    };
+    console_sessions::open(client, digest, &session, idle_secs).await?;
+    Ok(cookie)
 }
 
 async fn data_size(c: &deadpool_postgres::Object) -> Result<DataSize> {

@@ -129,6 +129,8 @@ pub struct AuthConfig {
     pub login_failures_per_email: i32,
     pub login_failures_per_address: i32,
     pub login_window_secs: i64,
+    /// A console (browser) session unused for this many seconds is ended.
+    pub console_idle_secs: i64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -5,6 +5,7 @@ pub mod app;
 pub mod auth;
 pub mod bench;
 pub mod config;
+pub mod console;
 pub mod db;
 pub mod devdb;
 pub mod http;

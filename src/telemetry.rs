@@ -193,6 +193,46 @@ pub async fn request_context(
     Ok(res)
 }
 
+/// One route's requests served by this process since it started.
+pub struct RouteFigures {
+    pub route: String,
+    pub method: String,
+    pub count: u64,
+    pub mean_ms: f64,
+}
+
+/// The routes this process has served, busiest first (the console's
+/// operations page; the same histogram `/metrics` exports).
+pub fn route_figures() -> Vec<RouteFigures> {
+    use prometheus::core::Collector;
+    let mut out = Vec::new();
+    for family in HTTP_SECONDS.collect() {
+        for m in family.get_metric() {
+            let label = |name: &str| {
+                m.get_label()
+                    .iter()
+                    .find(|l| l.name() == name)
+                    .map(|l| l.value().to_owned())
+                    .unwrap_or_default()
+            };
+            let h = m.get_histogram();
+            let count = h.get_sample_count();
+            let mean_ms = match count {
+                0 => 0.0,
+                n => h.get_sample_sum() * 1000.0 / n as f64,
+            };
+            out.push(RouteFigures {
+                route: label("route"),
+                method: label("method"),
+                count,
+                mean_ms,
+            });
+        }
+    }
+    out.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.route.cmp(&b.route)));
+    out
+}
+
 /// Refreshes the pool gauges (called when metrics are scraped).
 pub fn record_pool(pool: &deadpool_postgres::Pool) {
     let s = pool.status();

@@ -285,3 +285,138 @@ pub async fn branch_comparison<C: GenericClient + Sync>(
         })
         .collect())
 }
+
+/// The rows behind one of the summary's stock or expiry counts (the lists
+/// the console's dashboard links to), with the same filters as the counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Alert {
+    LowStock,
+    OutOfStock,
+    Expiring30,
+    Expiring90,
+    Expired,
+}
+
+impl Alert {
+    pub const ALL: [Alert; 5] = [
+        Alert::LowStock,
+        Alert::OutOfStock,
+        Alert::Expiring30,
+        Alert::Expiring90,
+        Alert::Expired,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Alert::LowStock => "low-stock",
+            Alert::OutOfStock => "out-of-stock",
+            Alert::Expiring30 => "expiring-30",
+            Alert::Expiring90 => "expiring-90",
+            Alert::Expired => "expired",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Alert> {
+        Alert::ALL.into_iter().find(|a| a.as_str() == s)
+    }
+
+    /// Whether the list is of medicines (stock) rather than batches (expiry).
+    pub fn is_stock(self) -> bool {
+        matches!(self, Alert::LowStock | Alert::OutOfStock)
+    }
+}
+
+/// At most this many rows of an alert list are read.
+pub const ALERT_LIST_MAX: i64 = 500;
+
+/// A medicine (stock alerts) or a batch (expiry alerts) behind a count.
+#[derive(Debug, Clone)]
+pub struct AlertRow {
+    pub medicine_id: Uuid,
+    pub medicine_name: String,
+    /// Expiry alerts: the batch and its branch.
+    pub batch_number: Option<String>,
+    pub branch_code: Option<String>,
+    pub expiry_date: Option<NaiveDate>,
+    /// Stock alerts: the scope's stock and the medicine's threshold;
+    /// expiry alerts: the batch's remaining quantity.
+    pub quantity: i64,
+    pub low_stock_threshold: Option<i32>,
+}
+
+/// The rows counted by `alert` in the summary of `branch` (`None`: every
+/// branch) on `today`: stock alerts emptiest first, expiry alerts soonest
+/// first; at most [`ALERT_LIST_MAX`].
+pub async fn alert_list<C: GenericClient + Sync>(
+    c: &C,
+    branch: Option<Uuid>,
+    today: NaiveDate,
+    alert: Alert,
+) -> Result<Vec<AlertRow>> {
+    let limit = ALERT_LIST_MAX;
+    if alert.is_stock() {
+        let low = alert == Alert::LowStock;
+        let q = sea_query::raw_query!(
+            PostgresQueryBuilder,
+            r#"SELECT m.id, m.name, coalesce(st.qty, 0)::bigint, m.low_stock_threshold
+               FROM medicines m
+               LEFT JOIN (SELECT medicine_id, sum(qty_remaining) AS qty FROM batches
+                          WHERE qty_remaining > 0 AND NOT is_deleted
+                            AND ({branch}::uuid IS NULL OR branch_id = {branch})
+                          GROUP BY medicine_id) st ON st.medicine_id = m.id
+               WHERE m.is_active AND NOT m.is_deleted
+                 AND CASE WHEN {low}::boolean
+                          THEN coalesce(st.qty, 0) > 0 AND coalesce(st.qty, 0) <= m.low_stock_threshold
+                          ELSE coalesce(st.qty, 0) <= 0 END
+               ORDER BY 3, m.name, m.id
+               LIMIT {limit}"#
+        );
+        let rows = db::raw_all(c, &q.sql, q.values).await?;
+        return Ok(rows
+            .iter()
+            .map(|r| AlertRow {
+                medicine_id: r.get(0),
+                medicine_name: r.get(1),
+                batch_number: None,
+                branch_code: None,
+                expiry_date: None,
+                quantity: r.get(2),
+                low_stock_threshold: Some(r.get(3)),
+            })
+            .collect());
+    }
+    let (min_days, max_days) = match alert {
+        Alert::Expiring30 => (0, 30),
+        Alert::Expiring90 => (0, 90),
+        // Expired: any past day (a century back covers every batch).
+        _ => (-36_500, -1),
+    };
+    let expired = alert == Alert::Expired;
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT m.id, m.name, b.batch_number, br.code, b.expiry_date, b.qty_remaining::bigint
+           FROM batches b
+           JOIN medicines m ON m.id = b.medicine_id
+           JOIN branches br ON br.id = b.branch_id
+           WHERE b.qty_remaining > 0 AND NOT b.is_deleted
+             AND ({branch}::uuid IS NULL OR b.branch_id = {branch})
+             AND b.expiry_date >= {today}::date + {min_days}::int
+             AND b.expiry_date <= {today}::date + {max_days}::int
+             AND ({expired}::boolean OR b.regulator_status = 'active')
+           ORDER BY b.expiry_date, m.name, b.id
+           LIMIT {limit}"#
+    );
+    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    Ok(rows
+        .iter()
+        .map(|r| AlertRow {
+            medicine_id: r.get(0),
+            medicine_name: r.get(1),
+            batch_number: Some(r.get(2)),
+            branch_code: Some(r.get(3)),
+            expiry_date: Some(r.get(4)),
+            quantity: r.get(5),
+            low_stock_threshold: None,
+        })
+        .collect())
+}

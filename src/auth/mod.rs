@@ -114,8 +114,9 @@ impl FromRequest for Caller {
 
 /// Current role and branch come from the database, not the token, so role
 /// changes and deactivation take effect on the next request. One statement
-/// reads the user and the token's session.
-async fn load_active(
+/// reads the user and the token's session. The console's session check
+/// ends here too.
+pub(crate) async fn load_active(
     state: &AppState,
     user_id: Uuid,
     session_id: Uuid,

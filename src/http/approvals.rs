@@ -119,7 +119,13 @@ pub async fn list(
 /// conditional, so two deciders cannot both win. The approval of a
 /// cashier's return (kind `refund`) is decided on its branch's actor, in
 /// one transaction with the credit note it issues (or the return it ends).
-async fn decide(state: &AppState, caller: &Caller, raw_id: &str, status: &str) -> Result<Approval> {
+/// The console decides through here too.
+pub async fn decide(
+    state: &AppState,
+    caller: &Caller,
+    raw_id: &str,
+    status: &str,
+) -> Result<Approval> {
     caller.require(Action::DecideApprovals)?;
     let id = path_id(raw_id, "Approval")?;
     let mut client = state.pool.get().await?;

@@ -121,27 +121,8 @@ pub async fn login(
     req: HttpRequest,
     Json(body): Json<LoginRequest>,
 ) -> Result<HttpResponse> {
-    let email = input::text("email", &body.email, input::max::EMAIL)?.to_lowercase();
-    let (claim, creds) = {
-        let client = state.pool.get().await?;
-        let claim = claim_attempt(&client, &state, &req, &email).await?;
-        (claim, users::credentials(&client, &email).await?)
-    };
-    // No connection is held while the password is hashed.
-    let (hash, usable) = match &creds {
-        Some(c) => (
-            c.password_hash.clone(),
-            c.user.is_active && !c.user.is_deleted,
-        ),
-        None => (passwords::decoy_hash().to_owned(), false),
-    };
-    let matches = passwords::verify_blocking(body.password, hash).await;
-    let Some(creds) = creds.filter(|_| matches && usable) else {
-        // The claimed slot stays taken: this is a failure of the window.
-        return Err(Error::Unauthorized(BAD_CREDENTIALS.to_owned()));
-    };
+    let creds = check_password(&state, &req, &body.email, body.password).await?;
     let mut client = state.pool.get().await?;
-    rate_limits::release(&client, &claim).await?;
     let tx = client.transaction().await?;
     let user = users::touch_login(&tx, creds.user.id)
         .await?
@@ -160,6 +141,40 @@ pub async fn login(
     .await?;
     tx.commit().await?;
     Ok(HttpResponse::Ok().json(response))
+}
+
+/// Checks an email and password under the login rate limits (the API's
+/// login and the console's sign-in both go through here): the credentials
+/// of an active user whose password matches, else 401 (the attempt counts)
+/// or 429.
+pub(crate) async fn check_password(
+    state: &AppState,
+    req: &HttpRequest,
+    email: &str,
+    password: String,
+) -> Result<users::Credentials> {
+    let email = input::text("email", email, input::max::EMAIL)?.to_lowercase();
+    let (claim, creds) = {
+        let client = state.pool.get().await?;
+        let claim = claim_attempt(&client, state, req, &email).await?;
+        (claim, users::credentials(&client, &email).await?)
+    };
+    // No connection is held while the password is hashed.
+    let (hash, usable) = match &creds {
+        Some(c) => (
+            c.password_hash.clone(),
+            c.user.is_active && !c.user.is_deleted,
+        ),
+        None => (passwords::decoy_hash().to_owned(), false),
+    };
+    let matches = passwords::verify_blocking(password, hash).await;
+    let Some(creds) = creds.filter(|_| matches && usable) else {
+        // The claimed slot stays taken: this is a failure of the window.
+        return Err(Error::Unauthorized(BAD_CREDENTIALS.to_owned()));
+    };
+    let client = state.pool.get().await?;
+    rate_limits::release(&client, &claim).await?;
+    Ok(creds)
 }
 
 /// Issues an access token and a new refresh token in `session`.

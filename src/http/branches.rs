@@ -154,6 +154,12 @@ pub async fn create(
     caller: Caller,
     Json(body): Json<BranchCreate>,
 ) -> Result<HttpResponse> {
+    Ok(HttpResponse::Created().json(create_as(&state, &caller, body).await?))
+}
+
+/// Creates a branch as `caller` (the API and the console both create
+/// branches through here).
+pub async fn create_as(state: &AppState, caller: &Caller, body: BranchCreate) -> Result<Branch> {
     caller.require(Action::ManageBranches)?;
     let mut client = state.pool.get().await?;
     let currency_code = match body.currency_code.as_deref() {
@@ -175,7 +181,7 @@ pub async fn create(
         .await
         .map_err(duplicate_code)?;
     tx.commit().await?;
-    Ok(HttpResponse::Created().json(branch))
+    Ok(branch)
 }
 
 async fn base_currency(client: &deadpool_postgres::Client) -> Result<String> {

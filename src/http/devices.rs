@@ -48,6 +48,12 @@ pub async fn create(
     caller: Caller,
     Json(body): Json<DeviceCreate>,
 ) -> Result<HttpResponse> {
+    Ok(HttpResponse::Created().json(register(&state, &caller, body).await?))
+}
+
+/// Registers a till as `caller` (the API and the console both register
+/// through here).
+pub async fn register(state: &AppState, caller: &Caller, body: DeviceCreate) -> Result<Device> {
     caller.require(Action::ManageDevices)?;
     let branch_id = caller.branch_scope(body.branch_id)?;
     let name = input::required_text("name", &body.name, 200)?;
@@ -60,9 +66,9 @@ pub async fn create(
     }
     let tx = client.transaction().await?;
     let device = devices::insert(&tx, branch_id, &name, caller.user_id).await?;
-    audit(&tx, &caller, "device.create", None, &device).await?;
+    audit(&tx, caller, "device.create", None, &device).await?;
     tx.commit().await?;
-    Ok(HttpResponse::Created().json(device))
+    Ok(device)
 }
 
 /// Revokes a till: its pushes are refused from then on; it stays in the
@@ -79,20 +85,26 @@ pub async fn revoke(
     caller: Caller,
     id: web::Path<String>,
 ) -> Result<HttpResponse> {
+    Ok(HttpResponse::Ok().json(revoke_as(&state, &caller, &id).await?))
+}
+
+/// Revokes till `raw_id` as `caller` (the API and the console both revoke
+/// through here); a revoked till is answered unchanged.
+pub async fn revoke_as(state: &AppState, caller: &Caller, raw_id: &str) -> Result<Device> {
     caller.require(Action::ManageDevices)?;
-    let id = path_id(&id, "Device")?;
+    let id = path_id(raw_id, "Device")?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
     // Locked, so two revocations write one audit entry between them.
     let before = devices::lock(&tx, id).await?.ok_or_else(not_found)?;
     caller.branch_scope(Some(before.branch_id))?;
     if before.is_revoked() {
-        return Ok(HttpResponse::Ok().json(before));
+        return Ok(before);
     }
     let after = devices::revoke(&tx, id).await?.ok_or_else(not_found)?;
-    audit(&tx, &caller, "device.revoke", Some(&before), &after).await?;
+    audit(&tx, caller, "device.revoke", Some(&before), &after).await?;
     tx.commit().await?;
-    Ok(HttpResponse::Ok().json(after))
+    Ok(after)
 }
 
 async fn audit(

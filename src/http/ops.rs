@@ -152,6 +152,12 @@ fn wait_ms(d: std::time::Duration) -> f64 {
         (status = 403, body = Problem, content_type = "application/problem+json")))]
 #[get("/ops/actors")]
 pub async fn list(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse> {
+    Ok(HttpResponse::Ok().json(actors_of(&state, &caller).await?))
+}
+
+/// The live actors as `caller` may see them (the API and the console both
+/// read them through here).
+pub async fn actors_of(state: &AppState, caller: &Caller) -> Result<ActorList> {
     caller.require(Action::OperateActors)?;
     let live = state.actors.snapshot();
     let branch_ids: Vec<Uuid> = live
@@ -205,7 +211,7 @@ pub async fn list(state: web::Data<AppState>, caller: Caller) -> Result<HttpResp
     });
     let a = &state.config.actors;
     let total = items.len() as i64;
-    Ok(HttpResponse::Ok().json(ActorList {
+    Ok(ActorList {
         items,
         total,
         defaults: ActorDefaults {
@@ -214,7 +220,7 @@ pub async fn list(state: web::Data<AppState>, caller: Caller) -> Result<HttpResp
             sale_batch_max: state.sales.default_batch_max(),
             overrides_reload_ms: a.overrides_reload_ms,
         },
-    }))
+    })
 }
 
 /// The branch's tuning from its stored override, the configuration and the
@@ -275,14 +281,19 @@ pub async fn get_branch(
     caller: Caller,
     branch_id: web::Path<String>,
 ) -> Result<HttpResponse> {
+    Ok(HttpResponse::Ok().json(tuning_of(&state, &caller, &branch_id).await?))
+}
+
+/// Branch `raw_id`'s tuning (the API and the console both read it here).
+pub async fn tuning_of(state: &AppState, caller: &Caller, raw_id: &str) -> Result<BranchTuning> {
     caller.require(Action::OperateActors)?;
-    let id = path_id(&branch_id, "Branch")?;
+    let id = path_id(raw_id, "Branch")?;
     let client = state.pool.get().await?;
     let code = actor_overrides::branch_code(&client, caller.org_id, id)
         .await?
         .ok_or_else(|| Error::not_found("Branch not found"))?;
     let stored = actor_overrides::get(&client, id).await?;
-    Ok(HttpResponse::Ok().json(tuning(&state, id, code, stored)))
+    Ok(tuning(state, id, code, stored))
 }
 
 /// Sets the branch's mailbox capacity and group-commit size (admin),
@@ -301,8 +312,19 @@ pub async fn put_branch(
     branch_id: web::Path<String>,
     Json(body): Json<BranchTuningWrite>,
 ) -> Result<HttpResponse> {
+    Ok(HttpResponse::Ok().json(set_tuning(&state, &caller, &branch_id, body).await?))
+}
+
+/// Sets branch `raw_id`'s tuning as `caller` (the API and the console both
+/// set it here).
+pub async fn set_tuning(
+    state: &AppState,
+    caller: &Caller,
+    raw_id: &str,
+    body: BranchTuningWrite,
+) -> Result<BranchTuning> {
     caller.require(Action::OperateActors)?;
-    let id = path_id(&branch_id, "Branch")?;
+    let id = path_id(raw_id, "Branch")?;
     let mailbox = in_range("mailbox", body.mailbox, &MAILBOX_RANGE)?;
     let sale_batch_max = in_range("sale_batch_max", body.sale_batch_max, &SALE_BATCH_RANGE)?;
     if mailbox.is_none() && sale_batch_max.is_none() {
@@ -330,8 +352,8 @@ pub async fn put_branch(
     )
     .await?;
     tx.commit().await?;
-    apply(&state, id, &code, Some(&after));
-    Ok(HttpResponse::Ok().json(tuning(&state, id, code, Some(after))))
+    apply(state, id, &code, Some(&after));
+    Ok(tuning(state, id, code, Some(after)))
 }
 
 /// Removes the branch's stored override (admin): it goes back to the
@@ -348,8 +370,15 @@ pub async fn delete_branch(
     caller: Caller,
     branch_id: web::Path<String>,
 ) -> Result<HttpResponse> {
+    clear_tuning(&state, &caller, &branch_id).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// Removes branch `raw_id`'s stored tuning as `caller` (the API and the
+/// console both remove it here).
+pub async fn clear_tuning(state: &AppState, caller: &Caller, raw_id: &str) -> Result<()> {
     caller.require(Action::OperateActors)?;
-    let id = path_id(&branch_id, "Branch")?;
+    let id = path_id(raw_id, "Branch")?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
     let code = actor_overrides::lock_branch(&tx, caller.org_id, id)
@@ -370,8 +399,8 @@ pub async fn delete_branch(
         .await?;
     }
     tx.commit().await?;
-    apply(&state, id, &code, None);
-    Ok(HttpResponse::NoContent().finish())
+    apply(state, id, &code, None);
+    Ok(())
 }
 
 fn as_json(s: &Stored) -> Result<serde_json::Value> {

@@ -363,6 +363,12 @@ pub async fn update(
     caller: Caller,
     Json(body): Json<SettingsWrite>,
 ) -> Result<HttpResponse> {
+    Ok(HttpResponse::Ok().json(update_as(&state, &caller, body).await?))
+}
+
+/// Changes the settings as `caller` (the API and the console both change
+/// them through here).
+pub async fn update_as(state: &AppState, caller: &Caller, body: SettingsWrite) -> Result<Settings> {
     caller.require(Action::WriteSettings)?;
     let mut fields = plain_fields(&body)?;
     let mut client = state.pool.get().await?;
@@ -388,7 +394,7 @@ pub async fn update(
     )
     .await?;
     tx.commit().await?;
-    Ok(HttpResponse::Ok().json(after))
+    Ok(after)
 }
 
 fn as_json(s: &Settings) -> Result<serde_json::Value> {

@@ -206,7 +206,13 @@ pub async fn create(
     caller: Caller,
     Json(body): Json<UserCreate>,
 ) -> Result<HttpResponse> {
-    may_manage(&caller, body.branch_id, body.role)?;
+    Ok(HttpResponse::Created().json(create_as(&state, &caller, body).await?))
+}
+
+/// Creates a staff account as `caller` (the API and the console both
+/// create through here).
+pub async fn create_as(state: &AppState, caller: &Caller, body: UserCreate) -> Result<User> {
+    may_manage(caller, body.branch_id, body.role)?;
     let email = email(&body.email)?;
     let full_name = full_name(&body.full_name)?;
     passwords::validate_new(&body.password)?;
@@ -228,9 +234,9 @@ pub async fn create(
     )
     .await
     .map_err(duplicate_email)?;
-    audit_user(&tx, &caller, "user.create", None, Some(&user)).await?;
+    audit_user(&tx, caller, "user.create", None, Some(&user)).await?;
     tx.commit().await?;
-    Ok(HttpResponse::Created().json(user))
+    Ok(user)
 }
 
 /// Changes the fields sent of a staff account; the change is audited.
@@ -248,17 +254,28 @@ pub async fn update(
     id: web::Path<String>,
     Json(body): Json<UserUpdate>,
 ) -> Result<HttpResponse> {
+    Ok(HttpResponse::Ok().json(update_as(&state, &caller, &id, body).await?))
+}
+
+/// Changes the fields sent of staff account `raw_id` as `caller` (the API
+/// and the console both change accounts through here).
+pub async fn update_as(
+    state: &AppState,
+    caller: &Caller,
+    raw_id: &str,
+    body: UserUpdate,
+) -> Result<User> {
     caller.require(Action::ManageUsers)?;
-    let id = path_id(&id, "User")?;
+    let id = path_id(raw_id, "User")?;
     let mut client = state.pool.get().await?;
     let before = users::get(&client, id)
         .await?
         .filter(|u| caller.can_see_branch(u.branch_id))
         .ok_or_else(|| Error::not_found("User not found"))?;
     // Both the user as it is and as it would be must be the caller's to manage.
-    may_manage(&caller, before.branch_id, before.role)?;
+    may_manage(caller, before.branch_id, before.role)?;
     may_manage(
-        &caller,
+        caller,
         body.branch_id.unwrap_or(before.branch_id),
         body.role.unwrap_or(before.role),
     )?;
@@ -315,9 +332,9 @@ pub async fn update(
     } else {
         "user.update"
     };
-    audit_user(&tx, &caller, action, Some(&before), Some(&user)).await?;
+    audit_user(&tx, caller, action, Some(&before), Some(&user)).await?;
     tx.commit().await?;
-    Ok(HttpResponse::Ok().json(user))
+    Ok(user)
 }
 
 /// Deactivates a staff account and revokes its refresh tokens; the change is audited.

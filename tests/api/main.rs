@@ -17,6 +17,8 @@ mod auth;
 mod branch_controls;
 mod branches;
 mod compliance;
+mod console;
+mod console_browser;
 mod coupons;
 mod currency;
 mod customers;

@@ -1,5 +1,6 @@
 //! Users: the snapshot User shape (never the password hash), reads and writes.
 
+pub mod console_sessions;
 pub mod rate_limits;
 pub mod sessions;
 

@@ -63,18 +63,26 @@ pub async fn resolve(
     id: web::Path<String>,
     Json(body): Json<ResolveRequest>,
 ) -> Result<HttpResponse> {
+    let resolution = resolve_as(&state, &caller, &id, body.strategy.as_deref()).await?;
+    Ok(HttpResponse::Ok().json(resolution))
+}
+
+/// Resolves conflict `raw_id` with `strategy` as `caller` (the API and the
+/// console both resolve through here).
+pub async fn resolve_as(
+    state: &AppState,
+    caller: &Caller,
+    raw_id: &str,
+    strategy: Option<&str>,
+) -> Result<Resolution> {
     caller.require(Action::ResolveConflicts)?;
-    let strategy = body
-        .strategy
-        .as_deref()
-        .and_then(Strategy::parse)
-        .ok_or_else(|| {
-            Error::validation(
-                "strategy",
-                "`strategy` must be one of last_write_wins, client, server, merge.",
-            )
-        })?;
-    let id = path_id(&id, "Conflict")?;
+    let strategy = strategy.and_then(Strategy::parse).ok_or_else(|| {
+        Error::validation(
+            "strategy",
+            "`strategy` must be one of last_write_wins, client, server, merge.",
+        )
+    })?;
+    let id = path_id(raw_id, "Conflict")?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
     let resolution = conflicts::resolve(
@@ -86,5 +94,5 @@ pub async fn resolve(
     )
     .await?;
     tx.commit().await?;
-    Ok(HttpResponse::Ok().json(resolution))
+    Ok(resolution)
 }

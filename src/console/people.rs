@@ -1,0 +1,784 @@
+//! People and settings: users (for those who manage users: create, change
+//! role or branch within the rules, deactivate and reactivate), the
+//! branches, and the organisation settings form with each refused field's
+//! message beside it. Writes go through the API's own functions of
+//! `/users` and `/settings`, so a branch manager can touch only non-admin
+//! users of its own branch here too.
+
+use std::str::FromStr;
+
+use actix_web::http::StatusCode;
+use actix_web::web;
+use askama::Template;
+use rust_decimal::Decimal;
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::{
+    html_status, optional_id, role_label, see_other, when, Chrome, NoFields, Notice, Outcome,
+    Posted, Staff,
+};
+use crate::http::branches::{self as api_branches, BranchCreate};
+use crate::http::settings::{self as api_settings, SettingsWrite};
+use crate::http::users::{self as api_users, UserCreate, UserUpdate};
+use crate::state::AppState;
+use domain::input::Flag;
+use domain::paging::PageParams;
+use domain::{branches, settings, users, Action, Error, Role};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/users", web::get().to(users_page))
+        .route("/users", web::post().to(create_user))
+        .route("/users/{id}", web::get().to(edit_page))
+        .route("/users/{id}", web::post().to(update_user))
+        .route("/users/{id}/deactivate", web::post().to(deactivate))
+        .route("/users/{id}/reactivate", web::post().to(reactivate))
+        .route("/branches", web::get().to(branches_page))
+        .route("/branches", web::post().to(create_branch))
+        .route("/settings", web::get().to(settings_page))
+        .route("/settings", web::post().to(save_settings));
+}
+
+pub struct Choice {
+    pub value: String,
+    pub label: String,
+    pub selected: bool,
+}
+
+/// The roles `staff` may give (an admin role only by an admin).
+fn role_choices(staff: &Staff, selected: Option<Role>) -> Vec<Choice> {
+    Role::ALL
+        .into_iter()
+        .filter(|r| *r != Role::Admin || Action::ManageAdminUsers.permits(staff.role()))
+        .map(|r| Choice {
+            value: r.as_str().to_owned(),
+            label: role_label(r).to_owned(),
+            selected: selected == Some(r),
+        })
+        .collect()
+}
+
+/// The branches `staff` may put a user on: every branch for those who work
+/// on any, else only its own.
+async fn branch_choices<C: deadpool_postgres::GenericClient + Sync>(
+    c: &C,
+    staff: &Staff,
+    selected: Option<Uuid>,
+) -> Result<Vec<Choice>, Error> {
+    let only = (!staff.caller.any_branch()).then_some(staff.caller.branch_id);
+    Ok(branches::list(c, only)
+        .await?
+        .into_iter()
+        .map(|b| Choice {
+            selected: selected == Some(b.id),
+            value: b.id.to_string(),
+            label: format!("{} ({})", b.name, b.code),
+        })
+        .collect())
+}
+
+pub struct UserRow {
+    pub id: String,
+    pub name: String,
+    pub email: String,
+    pub role: String,
+    pub branch: String,
+    pub active: bool,
+    pub last_login: String,
+}
+
+/// What an account form (create or edit) was sent, to show it again.
+#[derive(Debug, Default, Deserialize)]
+pub struct AccountForm {
+    #[serde(default)]
+    pub email: String,
+    #[serde(default)]
+    pub full_name: String,
+    #[serde(default)]
+    pub phone: String,
+    #[serde(default)]
+    pub password: String,
+    pub role: Option<String>,
+    pub branch_id: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "console/users.html")]
+struct UsersPage {
+    chrome: Option<Chrome>,
+    csrf: String,
+    notice: Notice,
+    search: String,
+    rows: Vec<UserRow>,
+    total: i64,
+    form: AccountForm,
+    roles: Vec<Choice>,
+    branches: Vec<Choice>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct UsersQuery {
+    pub search: Option<String>,
+    pub page: Option<i64>,
+    pub done: Option<String>,
+}
+
+async fn show_users(
+    state: &AppState,
+    staff: &Staff,
+    q: &UsersQuery,
+    notice: Notice,
+    form: AccountForm,
+    code: StatusCode,
+) -> Outcome {
+    // As `GET /users`: the role first, then the branch.
+    staff.caller.require(Action::ManageUsers)?;
+    let page = PageParams {
+        page: q.page,
+        page_size: Some(50),
+    }
+    .resolve(50)?;
+    let filter = users::ListFilter {
+        branch_id: staff.caller.branch_filter(None)?,
+        role: None,
+        search: q.search.clone(),
+    };
+    let client = state.pool.get().await?;
+    let (items, total) = users::list(&client, &filter, page).await?;
+    let all_branches = branches::list(&client, None).await?;
+    let branch_name = |id: Uuid| {
+        all_branches
+            .iter()
+            .find(|b| b.id == id)
+            .map_or_else(|| id.to_string(), |b| b.name.clone())
+    };
+    let rows = items
+        .into_iter()
+        .map(|u| UserRow {
+            id: u.id.to_string(),
+            name: u.full_name,
+            email: u.email,
+            role: role_label(u.role).to_owned(),
+            branch: branch_name(u.branch_id),
+            active: u.is_active,
+            last_login: u
+                .last_login_at
+                .map(when)
+                .unwrap_or_else(|| "never".to_owned()),
+        })
+        .collect();
+    let role = form.role.as_deref().and_then(Role::parse);
+    let branch = form
+        .branch_id
+        .as_deref()
+        .and_then(|b| Uuid::parse_str(b).ok());
+    html_status(
+        code,
+        &UsersPage {
+            chrome: Some(Chrome::new(staff, "/console/users")),
+            csrf: staff.csrf.clone(),
+            notice,
+            search: q.search.clone().unwrap_or_default(),
+            rows,
+            total,
+            roles: role_choices(staff, role.or(Some(Role::Cashier))),
+            branches: branch_choices(&client, staff, branch.or(Some(staff.caller.branch_id)))
+                .await?,
+            form,
+        },
+    )
+}
+
+async fn users_page(
+    state: web::Data<AppState>,
+    staff: Staff,
+    q: web::Query<UsersQuery>,
+) -> Outcome {
+    let notice = match q.done.as_deref() {
+        Some("created") => Notice::done("The account was created."),
+        Some("updated") => Notice::done("The account was changed."),
+        Some("deactivated") => {
+            Notice::done("The account was deactivated; it is signed out everywhere.")
+        }
+        Some("reactivated") => Notice::done("The account was reactivated."),
+        _ => Notice::default(),
+    };
+    show_users(
+        &state,
+        &staff,
+        &q,
+        notice,
+        AccountForm::default(),
+        StatusCode::OK,
+    )
+    .await
+}
+
+fn role_field(field: &str, v: Option<&str>) -> Result<Option<Role>, Error> {
+    match v.map(str::trim).filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(s) => Role::parse(s)
+            .map(Some)
+            .ok_or_else(|| Error::validation(field, "Choose a role from the list.")),
+    }
+}
+
+async fn create_user(state: web::Data<AppState>, posted: Posted<AccountForm>) -> Outcome {
+    let Posted { staff, form } = posted;
+    staff.caller.require(Action::ManageUsers)?;
+    let attempt = async {
+        let role = role_field("role", form.role.as_deref())?
+            .ok_or_else(|| Error::validation("role", "Choose a role."))?;
+        let branch_id =
+            optional_id("branch_id", form.branch_id.as_deref())?.unwrap_or(staff.caller.branch_id);
+        let body = UserCreate {
+            email: form.email.clone(),
+            password: form.password.clone(),
+            full_name: form.full_name.clone(),
+            role,
+            branch_id,
+            phone: Some(form.phone.clone()),
+        };
+        api_users::create_as(&state, &staff.caller, body).await
+    };
+    match attempt.await {
+        Ok(_) => Ok(see_other("/console/users?done=created")),
+        Err(e @ (Error::Validation { .. } | Error::Forbidden(_) | Error::Conflict(_))) => {
+            let code = actix_web::ResponseError::status_code(&e);
+            let mut notice = Notice::from_error(&e);
+            if matches!(e, Error::Conflict(_)) {
+                notice.field = Some("email".to_owned());
+            }
+            let form = AccountForm {
+                password: String::new(),
+                ..form
+            };
+            show_users(&state, &staff, &UsersQuery::default(), notice, form, code).await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "console/user_edit.html")]
+struct EditPage {
+    chrome: Option<Chrome>,
+    csrf: String,
+    notice: Notice,
+    id: String,
+    email: String,
+    full_name: String,
+    phone: String,
+    active: bool,
+    is_self: bool,
+    roles: Vec<Choice>,
+    branches: Vec<Choice>,
+}
+
+/// The account `raw_id` as `staff` may manage it (404 for one of another
+/// branch, as `GET /users/{id}`).
+async fn managed_user(state: &AppState, staff: &Staff, raw_id: &str) -> Result<users::User, Error> {
+    staff.caller.require(Action::ManageUsers)?;
+    let id = Uuid::parse_str(raw_id).map_err(|_| Error::not_found("User not found"))?;
+    let client = state.pool.get().await?;
+    users::get(&client, id)
+        .await?
+        .filter(|u| staff.caller.can_see_branch(u.branch_id))
+        .ok_or_else(|| Error::not_found("User not found"))
+}
+
+async fn show_edit(
+    state: &AppState,
+    staff: &Staff,
+    raw_id: &str,
+    notice: Notice,
+    sent: Option<&AccountForm>,
+    code: StatusCode,
+) -> Outcome {
+    let user = managed_user(state, staff, raw_id).await?;
+    let client = state.pool.get().await?;
+    let role = sent
+        .and_then(|f| f.role.as_deref())
+        .and_then(Role::parse)
+        .unwrap_or(user.role);
+    let branch = sent
+        .and_then(|f| f.branch_id.as_deref())
+        .and_then(|b| Uuid::parse_str(b).ok())
+        .unwrap_or(user.branch_id);
+    let mut roles = role_choices(staff, Some(role));
+    if !roles.iter().any(|r| r.selected) {
+        // An admin account seen by someone who cannot give the role: shown,
+        // and the API refuses any change to it.
+        roles.insert(
+            0,
+            Choice {
+                value: user.role.as_str().to_owned(),
+                label: role_label(user.role).to_owned(),
+                selected: true,
+            },
+        );
+    }
+    html_status(
+        code,
+        &EditPage {
+            chrome: Some(Chrome::new(staff, "/console/users")),
+            csrf: staff.csrf.clone(),
+            notice,
+            id: user.id.to_string(),
+            email: sent.map_or(user.email.clone(), |f| f.email.clone()),
+            full_name: sent.map_or(user.full_name.clone(), |f| f.full_name.clone()),
+            phone: sent.map_or(user.phone.clone(), |f| f.phone.clone()),
+            active: user.is_active,
+            is_self: user.id == staff.caller.user_id,
+            roles,
+            branches: branch_choices(&client, staff, Some(branch)).await?,
+        },
+    )
+}
+
+async fn edit_page(state: web::Data<AppState>, staff: Staff, id: web::Path<String>) -> Outcome {
+    show_edit(&state, &staff, &id, Notice::default(), None, StatusCode::OK).await
+}
+
+/// Refusals the account forms show in words; anything else is a page error.
+fn shown_on_form(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Validation { .. } | Error::Forbidden(_) | Error::Conflict(_)
+    )
+}
+
+async fn update_user(
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+    posted: Posted<AccountForm>,
+) -> Outcome {
+    let Posted { staff, form } = posted;
+    let attempt = async {
+        let before = managed_user(&state, &staff, &id).await?;
+        let role = role_field("role", form.role.as_deref())?;
+        let branch_id = optional_id("branch_id", form.branch_id.as_deref())?;
+        let changed = |new: &str, old: &str| (new.trim() != old).then(|| new.to_owned());
+        let body = UserUpdate {
+            email: changed(&form.email, &before.email),
+            full_name: changed(&form.full_name, &before.full_name),
+            phone: changed(&form.phone, &before.phone),
+            password: (!form.password.is_empty()).then(|| form.password.clone()),
+            role: role.filter(|r| *r != before.role),
+            branch_id: branch_id.filter(|b| *b != before.branch_id),
+            is_active: None,
+        };
+        api_users::update_as(&state, &staff.caller, &id, body).await
+    };
+    match attempt.await {
+        Ok(_) => Ok(see_other("/console/users?done=updated")),
+        Err(e) if shown_on_form(&e) => {
+            let code = actix_web::ResponseError::status_code(&e);
+            let mut notice = Notice::from_error(&e);
+            if matches!(e, Error::Conflict(_)) {
+                notice.field = Some("email".to_owned());
+            }
+            show_edit(&state, &staff, &id, notice, Some(&form), code).await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn set_active(state: &AppState, raw_id: &str, staff: Staff, active: bool) -> Outcome {
+    let body = UserUpdate {
+        is_active: Some(active),
+        ..UserUpdate::default()
+    };
+    match api_users::update_as(state, &staff.caller, raw_id, body).await {
+        Ok(_) if active => Ok(see_other("/console/users?done=reactivated")),
+        Ok(_) => Ok(see_other("/console/users?done=deactivated")),
+        Err(e) if shown_on_form(&e) => {
+            let code = actix_web::ResponseError::status_code(&e);
+            show_edit(state, &staff, raw_id, Notice::from_error(&e), None, code).await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn deactivate(
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+    posted: Posted<NoFields>,
+) -> Outcome {
+    set_active(&state, &id, posted.staff, false).await
+}
+
+async fn reactivate(
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+    posted: Posted<NoFields>,
+) -> Outcome {
+    set_active(&state, &id, posted.staff, true).await
+}
+
+pub struct BranchRow {
+    pub name: String,
+    pub code: String,
+    pub city: String,
+    pub currency: String,
+    pub active: bool,
+    pub users: i64,
+}
+
+/// What the new-branch form was sent.
+#[derive(Debug, Default, Deserialize)]
+pub struct BranchForm {
+    #[serde(default)]
+    pub code: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub city: String,
+    #[serde(default)]
+    pub address: String,
+    #[serde(default)]
+    pub currency_code: String,
+}
+
+#[derive(Template)]
+#[template(path = "console/branches.html")]
+struct BranchesPage {
+    chrome: Option<Chrome>,
+    csrf: String,
+    notice: Notice,
+    can_manage: bool,
+    form: BranchForm,
+    rows: Vec<BranchRow>,
+}
+
+async fn branches_page(
+    state: web::Data<AppState>,
+    staff: Staff,
+    q: web::Query<DoneQuery>,
+) -> Outcome {
+    let notice = match q.done.as_deref() {
+        Some("created") => Notice::done("The branch was created."),
+        _ => Notice::default(),
+    };
+    show_branches(
+        &state,
+        &staff,
+        notice,
+        BranchForm::default(),
+        StatusCode::OK,
+    )
+    .await
+}
+
+async fn create_branch(state: web::Data<AppState>, posted: Posted<BranchForm>) -> Outcome {
+    let Posted { staff, form } = posted;
+    staff.caller.require(Action::ManageBranches)?;
+    let blank_is_none = |v: &str| (!v.trim().is_empty()).then(|| v.to_owned());
+    let body = BranchCreate {
+        code: form.code.clone(),
+        name: form.name.clone(),
+        city: blank_is_none(&form.city),
+        vat_number: None,
+        address: blank_is_none(&form.address),
+        image_url: None,
+        currency_code: blank_is_none(&form.currency_code),
+    };
+    match api_branches::create_as(&state, &staff.caller, body).await {
+        Ok(_) => Ok(see_other("/console/branches?done=created")),
+        Err(e) if shown_on_form(&e) => {
+            let code = actix_web::ResponseError::status_code(&e);
+            let mut notice = Notice::from_error(&e);
+            if matches!(e, Error::Conflict(_)) {
+                notice.field = Some("code".to_owned());
+            }
+            show_branches(&state, &staff, notice, form, code).await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// As `GET /branches`: every branch for those who work on any, else its
+/// own; admins also get the form to add one.
+async fn show_branches(
+    state: &AppState,
+    staff: &Staff,
+    notice: Notice,
+    form: BranchForm,
+    code: StatusCode,
+) -> Outcome {
+    let only = (!staff.caller.any_branch()).then_some(staff.caller.branch_id);
+    let client = state.pool.get().await?;
+    let mut rows = Vec::new();
+    for b in branches::list(&client, only).await? {
+        rows.push(BranchRow {
+            users: branches::active_user_count(&client, b.id).await?,
+            name: b.name,
+            code: b.code,
+            city: b.city,
+            currency: b.currency_code,
+            active: b.is_active,
+        });
+    }
+    html_status(
+        code,
+        &BranchesPage {
+            chrome: Some(Chrome::new(staff, "/console/branches")),
+            csrf: staff.csrf.clone(),
+            notice,
+            can_manage: Action::ManageBranches.permits(staff.role()),
+            form,
+            rows,
+        },
+    )
+}
+
+/// The settings form's fields as text, as stored or as sent.
+#[derive(Debug, Default, Deserialize)]
+pub struct SettingsForm {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub legal_name: String,
+    #[serde(default)]
+    pub phone: String,
+    #[serde(default)]
+    pub email: String,
+    #[serde(default)]
+    pub address: String,
+    #[serde(default)]
+    pub tin: String,
+    #[serde(default)]
+    pub vat_number: String,
+    #[serde(default)]
+    pub nda_license_no: String,
+    #[serde(default)]
+    pub premise_no: String,
+    #[serde(default)]
+    pub receipt_header: String,
+    #[serde(default)]
+    pub receipt_footer: String,
+    #[serde(default)]
+    pub return_policy: String,
+    pub show_vat_breakdown: Option<String>,
+    pub show_pharmacist_on_receipt: Option<String>,
+    pub auto_print_receipt: Option<String>,
+    #[serde(default)]
+    pub base_currency: String,
+    #[serde(default)]
+    pub rate_staleness_days: String,
+    #[serde(default)]
+    pub server_mode: String,
+    #[serde(default)]
+    pub server_url: String,
+    #[serde(default)]
+    pub default_low_stock_threshold: String,
+    #[serde(default)]
+    pub expiry_warning_days: String,
+    #[serde(default)]
+    pub default_copies: String,
+    pub tax_enabled: Option<String>,
+    #[serde(default)]
+    pub tax_rate: String,
+    #[serde(default)]
+    pub time_zone: String,
+}
+
+fn on(flag: Option<bool>) -> Option<String> {
+    flag.filter(|f| *f).map(|_| "on".to_owned())
+}
+
+impl SettingsForm {
+    fn of(s: &settings::Settings) -> SettingsForm {
+        let t = |v: &Option<String>| v.clone().unwrap_or_default();
+        SettingsForm {
+            name: s.name.clone(),
+            legal_name: t(&s.legal_name),
+            phone: t(&s.phone),
+            email: t(&s.email),
+            address: t(&s.address),
+            tin: t(&s.tin),
+            vat_number: t(&s.vat_number),
+            nda_license_no: t(&s.nda_license_no),
+            premise_no: t(&s.premise_no),
+            receipt_header: t(&s.receipt_header),
+            receipt_footer: t(&s.receipt_footer),
+            return_policy: t(&s.return_policy),
+            show_vat_breakdown: on(s.show_vat_breakdown),
+            show_pharmacist_on_receipt: on(s.show_pharmacist_on_receipt),
+            auto_print_receipt: on(Some(s.auto_print_receipt)),
+            base_currency: s.base_currency.clone(),
+            rate_staleness_days: s.rate_staleness_days.to_string(),
+            server_mode: s.server_mode.clone(),
+            server_url: s.server_url.clone(),
+            default_low_stock_threshold: s.default_low_stock_threshold.to_string(),
+            expiry_warning_days: s.expiry_warning_days.clone(),
+            default_copies: s.default_copies.to_string(),
+            tax_enabled: on(Some(s.tax_enabled)),
+            tax_rate: s.tax_rate.normalize().to_string(),
+            time_zone: s.time_zone.clone(),
+        }
+    }
+
+    /// The form as the API's write: every field sent, a blank text field
+    /// cleared, an unticked box off. Numbers that are not numbers are
+    /// refused here, naming their field.
+    fn write(&self) -> Result<SettingsWrite, Error> {
+        let text = |v: &str| Some((!v.trim().is_empty()).then(|| v.to_owned()));
+        let whole = |field: &str, v: &str| -> Result<Option<i64>, Error> {
+            v.trim()
+                .parse()
+                .map(Some)
+                .map_err(|_| Error::validation(field, format!("{field} must be a whole number.")))
+        };
+        let flag = |v: &Option<String>| Flag(v.is_some());
+        let tax_rate = Decimal::from_str(self.tax_rate.trim()).map_err(|_| {
+            Error::validation("tax_rate", "tax_rate must be a fraction such as 0.18.")
+        })?;
+        Ok(SettingsWrite {
+            name: text(&self.name),
+            legal_name: text(&self.legal_name),
+            phone: text(&self.phone),
+            email: text(&self.email),
+            address: text(&self.address),
+            tin: text(&self.tin),
+            vat_number: text(&self.vat_number),
+            nda_license_no: text(&self.nda_license_no),
+            premise_no: text(&self.premise_no),
+            receipt_header: text(&self.receipt_header),
+            receipt_footer: text(&self.receipt_footer),
+            return_policy: text(&self.return_policy),
+            show_vat_breakdown: Some(Some(flag(&self.show_vat_breakdown))),
+            show_pharmacist_on_receipt: Some(Some(flag(&self.show_pharmacist_on_receipt))),
+            auto_print_receipt: Some(flag(&self.auto_print_receipt)),
+            base_currency: Some(self.base_currency.clone()),
+            rate_staleness_days: whole("rate_staleness_days", &self.rate_staleness_days)?,
+            server_mode: Some(self.server_mode.clone()),
+            server_url: Some(self.server_url.clone()),
+            default_low_stock_threshold: whole(
+                "default_low_stock_threshold",
+                &self.default_low_stock_threshold,
+            )?,
+            expiry_warning_days: Some(self.expiry_warning_days.clone()),
+            default_copies: whole("default_copies", &self.default_copies)?,
+            tax_enabled: Some(flag(&self.tax_enabled)),
+            tax_rate: Some(tax_rate),
+            time_zone: Some(self.time_zone.clone()),
+        })
+    }
+}
+
+#[derive(Template)]
+#[template(path = "console/settings.html")]
+struct SettingsPage {
+    chrome: Option<Chrome>,
+    csrf: String,
+    notice: Notice,
+    can_write: bool,
+    f: SettingsForm,
+    updated: String,
+}
+
+impl SettingsPage {
+    /// The message of `field`, if the last save was refused for it.
+    fn error_of(&self, field: &str) -> Option<&str> {
+        self.notice.for_field(field)
+    }
+}
+
+async fn show_settings(
+    state: &AppState,
+    staff: &Staff,
+    notice: Notice,
+    sent: Option<SettingsForm>,
+    code: StatusCode,
+) -> Outcome {
+    let client = state.pool.get().await?;
+    let stored = settings::read(&client, staff.caller.org_id).await?;
+    let updated = stored
+        .updated_at
+        .map_or_else(|| "never changed (the defaults apply)".to_owned(), when);
+    html_status(
+        code,
+        &SettingsPage {
+            chrome: Some(Chrome::new(staff, "/console/settings")),
+            csrf: staff.csrf.clone(),
+            notice,
+            can_write: Action::WriteSettings.permits(staff.role()),
+            f: sent.unwrap_or_else(|| SettingsForm::of(&stored)),
+            updated,
+        },
+    )
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct DoneQuery {
+    pub done: Option<String>,
+}
+
+async fn settings_page(
+    state: web::Data<AppState>,
+    staff: Staff,
+    q: web::Query<DoneQuery>,
+) -> Outcome {
+    let notice = match q.done.as_deref() {
+        Some("saved") => Notice::done("The settings were saved."),
+        _ => Notice::default(),
+    };
+    show_settings(&state, &staff, notice, None, StatusCode::OK).await
+}
+
+async fn save_settings(state: web::Data<AppState>, posted: Posted<SettingsForm>) -> Outcome {
+    let Posted { staff, form } = posted;
+    staff.caller.require(Action::WriteSettings)?;
+    let attempt = async {
+        let body = form.write()?;
+        api_settings::update_as(&state, &staff.caller, body).await
+    };
+    match attempt.await {
+        Ok(_) => Ok(see_other("/console/settings?done=saved")),
+        Err(e @ Error::Validation { .. }) => {
+            let code = actix_web::ResponseError::status_code(&e);
+            show_settings(&state, &staff, Notice::from_error(&e), Some(form), code).await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_number_that_is_not_one_is_refused_by_its_field() {
+        let f = SettingsForm {
+            tax_rate: "0.18".to_owned(),
+            rate_staleness_days: "seven".to_owned(),
+            default_low_stock_threshold: "10".to_owned(),
+            default_copies: "1".to_owned(),
+            ..SettingsForm::default()
+        };
+        let e = f.write().err().unwrap();
+        assert!(
+            matches!(e, Error::Validation { field: Some(n), .. } if n == "rate_staleness_days")
+        );
+    }
+
+    #[test]
+    fn blank_text_clears_and_unticked_boxes_are_off() {
+        let f = SettingsForm {
+            tax_rate: "0.18".to_owned(),
+            rate_staleness_days: "7".to_owned(),
+            default_low_stock_threshold: "10".to_owned(),
+            default_copies: "1".to_owned(),
+            legal_name: "  ".to_owned(),
+            phone: "0700".to_owned(),
+            tax_enabled: Some("on".to_owned()),
+            ..SettingsForm::default()
+        };
+        let w = f.write().unwrap();
+        assert_eq!(w.legal_name, Some(None));
+        assert_eq!(w.phone, Some(Some("0700".to_owned())));
+        assert_eq!(w.tax_enabled, Some(Flag(true)));
+        assert_eq!(w.auto_print_receipt, Some(Flag(false)));
+    }
+}

@@ -4,6 +4,9 @@
 //! message beside it. Writes go through the API's own functions of
 //! `/users` and `/settings`, so a branch manager can touch only non-admin
 //! users of its own branch here too.
+//!
+//! Over 600 lines: users, branches and settings share the form helpers
+//! here; the next split is one file per page.
 
 use std::str::FromStr;
 

@@ -2,6 +2,10 @@
 //! update in the same transaction as its ledger row, so it never goes below
 //! zero (also a CHECK) or past the credit limit, whatever the number of
 //! server processes.
+//!
+//! Over 600 lines because every movement of a balance (charge, payment,
+//! refund) shares the one conditional-update-plus-ledger-row routine here;
+//! splitting it would put the invariant's code in several places.
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;

@@ -5,6 +5,10 @@
 //! there never skips a write that commits late. Readers take no lock and
 //! never hold up a writer; a reader waits, holding no connection, only for
 //! the writes in flight when it read.
+//!
+//! Over 600 lines: the snapshot and the feed share the scope rules, the row
+//! shapes and the settled horizon; the next split is `feed` into its own
+//! file.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;

@@ -807,6 +807,22 @@ async fn a_slow_database_times_out_one_branch_and_leaves_the_others_alone() {
 #[tokio::test]
 async fn a_batch_queued_before_a_revocation_is_refused_when_its_turn_comes() {
     let s = shop(TestApp::spawn().await, 0).await;
+    // The long batch must still be running when the device is revoked: a
+    // batch of sales takes a few round trips now, so a session holding
+    // KLA's batches keeps it waiting until the revocation is in.
+    let db_url = s.app.config.database.url.clone().unwrap();
+    let (locker, conn) = tokio_postgres::connect(&db_url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    locker.batch_execute("BEGIN").await.unwrap();
+    locker
+        .execute(
+            "SELECT 1 FROM batches WHERE branch_id = $1 FOR UPDATE",
+            &[&s.kla],
+        )
+        .await
+        .unwrap();
     let http = client();
     let url = format!("{}/sync/push", s.app.base);
     let long = s.batch("long", 300);
@@ -830,6 +846,7 @@ async fn a_batch_queued_before_a_revocation_is_refused_when_its_turn_comes() {
             )
             .await;
         assert_eq!(status, StatusCode::OK, "{body}");
+        locker.batch_execute("ROLLBACK").await.unwrap();
         stored
     };
     let (first, second, stored_at_revoke) = tokio::join!(first, second, revoke);

@@ -926,7 +926,10 @@ async fn a_parked_poll_wakes_when_a_separate_server_process_commits() {
         assert_eq!(status, StatusCode::OK, "{page}");
         let woke = answered.saturating_duration_since(committed);
         eprintln!("faults: a poll parked on {parked_on} woke {woke:?} after the commit");
-        assert!(woke < Duration::from_secs(1), "woke after {woke:?}");
+        // Woken by the other process, not by the end of its 20 s wait. The
+        // latency target (tens of ms) is a bench figure; on a loaded CI
+        // machine a wake-up may take longer than that.
+        assert!(woke < Duration::from_secs(5), "woke after {woke:?}");
         assert!(
             page["changes"]
                 .as_array()

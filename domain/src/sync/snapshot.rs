@@ -18,9 +18,7 @@ use deadpool_postgres::{GenericClient, Pool};
 use sea_query::{Expr, ExprTrait, JoinType, Order, Query};
 use serde::ser::SerializeSeq;
 use serde::{Serialize, Serializer};
-use serde_json::value::RawValue;
 use serde_json::Value as Json;
-use tokio_postgres::types::Json as PgJson;
 use tokio_postgres::{IsolationLevel, Row};
 use uuid::Uuid;
 
@@ -263,7 +261,7 @@ async fn late_changes(
     floor: i64,
     max_rev: i64,
     seen: &str,
-) -> Result<Vec<LateChange>> {
+) -> Result<Vec<FeedChange>> {
     if floor >= max_rev {
         return Ok(Vec::new());
     }
@@ -279,23 +277,8 @@ async fn late_changes(
     Ok(db::raw_all(&client, &q.sql, q.values)
         .await?
         .iter()
-        .map(|r| LateChange {
-            rev: r.get("rev"),
-            entity: r.get("entity"),
-            entity_id: r.get("entity_id"),
-            op: r.get("op"),
-            payload: r.get("payload"),
-        })
+        .map(FeedChange::from_row)
         .collect())
-}
-
-/// A change the snapshot's transaction could not see.
-struct LateChange {
-    rev: i64,
-    entity: String,
-    entity_id: String,
-    op: String,
-    payload: Json,
 }
 
 /// The array a late change of `entity` lands in.
@@ -328,7 +311,7 @@ impl Target {
 
 /// Records a late change on `rows`: the payload replaces the row (a delete
 /// removes it), unless the row read is already newer.
-fn lay<T: Keyed>(rows: &mut Rows<T>, change: &LateChange, keep: bool) {
+fn lay<T: Keyed>(rows: &mut Rows<T>, change: &FeedChange, keep: bool) {
     let key = change.entity_id.clone();
     if let Some(read) = rows.read_row(&key) {
         if read.rev() > change.rev && !rows.late.contains_key(&key) {
@@ -344,7 +327,7 @@ fn lay<T: Keyed>(rows: &mut Rows<T>, change: &LateChange, keep: bool) {
 
 impl Snapshot {
     /// Step 4 of `read`: the late changes, in rev order, over the arrays.
-    fn lay_over(&mut self, scope: Scope, late: Vec<LateChange>) {
+    fn lay_over(&mut self, scope: Scope, late: Vec<FeedChange>) {
         let mine = |payload: &Json| match scope {
             None => true,
             Some(b) => payload.get("branch_id").and_then(Json::as_str) == Some(&b.to_string()),
@@ -541,10 +524,9 @@ pub struct FeedChange {
     /// `null` for organisation-wide entities.
     #[schema(value_type = Option<String>)]
     pub branch_id: Option<Uuid>,
-    /// The entity in its snapshot shape after the write (passed through
-    /// as stored, never parsed on the way).
+    /// The entity in its snapshot shape after the write.
     #[schema(value_type = Object)]
-    pub payload: Box<RawValue>,
+    pub payload: Json,
 }
 
 /// A page of the feed.
@@ -567,7 +549,7 @@ impl FeedChange {
             entity_id: r.get("entity_id"),
             op: r.get("op"),
             branch_id: r.get("branch_id"),
-            payload: r.get::<_, PgJson<Box<RawValue>>>("payload").0,
+            payload: r.get("payload"),
         }
     }
 }

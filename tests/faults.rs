@@ -30,6 +30,12 @@ use uuid::Uuid;
 
 use common::{Role, TestApp};
 
+/// The fault tests run one at a time: PostgreSQL's oldest running
+/// transaction is cluster-wide, so one test holding a transaction open on
+/// purpose (a stuck lock) holds back the change feed's settled horizon of
+/// another test's database and would make its timings meaningless.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn full() -> bool {
     std::env::var("FAULTS_FULL").is_ok_and(|v| !v.is_empty() && v != "0")
 }
@@ -230,6 +236,7 @@ fn client() -> reqwest::Client {
 
 #[tokio::test]
 async fn two_server_processes_on_one_database_keep_every_invariant() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let payments = size(40, 200);
     let sales = size(30, 150);
     let batch = size(20, 100);
@@ -409,6 +416,7 @@ impl Drop for Server {
 
 #[tokio::test]
 async fn a_server_killed_mid_push_and_mid_payment_storm_loses_nothing_acknowledged() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let kills = size(1, 3);
     let sales = size(40, 150);
     let batches = size(4, 10);
@@ -596,6 +604,7 @@ fn stop_own_cluster() {
 
 #[tokio::test]
 async fn postgres_restarted_under_load_gives_503_then_recovers_losing_nothing() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let spec = own_cluster();
     let started = {
         let spec = spec.clone();
@@ -736,6 +745,7 @@ async fn postgres_restarted_under_load_gives_503_then_recovers_losing_nothing() 
 
 #[tokio::test]
 async fn a_slow_database_times_out_one_branch_and_leaves_the_others_alone() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let app = TestApp::spawn_with(|c| c.database.statement_timeout_ms = 800).await;
     let s = shop(app, 0).await;
     // One sale each, so both branches have their invoice counter row.
@@ -806,6 +816,7 @@ async fn a_slow_database_times_out_one_branch_and_leaves_the_others_alone() {
 
 #[tokio::test]
 async fn a_batch_queued_before_a_revocation_is_refused_when_its_turn_comes() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let s = shop(TestApp::spawn().await, 0).await;
     // The long batch must still be running when the device is revoked: a
     // batch of sales takes a few round trips now, so a session holding
@@ -880,6 +891,7 @@ async fn a_batch_queued_before_a_revocation_is_refused_when_its_turn_comes() {
 /// way round.
 #[tokio::test]
 async fn a_parked_poll_wakes_when_a_separate_server_process_commits() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let app = TestApp::spawn().await;
     let url = app.config.database.url.clone().unwrap();
     let server = Server::start(&url, &app.config.auth.jwt_secret, free_port());

@@ -317,7 +317,12 @@ impl Reads<'_> {
             return snapshot::read(self.primary, horizon, scope).await;
         }
         // The standby settles its own horizon over what it replayed.
-        let from_replica = snapshot::read(&replica.pool, &Horizon::new(), scope).await?;
+        // A standby cannot draw a transaction id, which the horizon's check
+        // needs: then (or on any other failure there) the primary answers.
+        let Ok(from_replica) = snapshot::read(&replica.pool, &Horizon::new(), scope).await else {
+            count("primary", "snapshot_failed");
+            return snapshot::read(self.primary, horizon, scope).await;
+        };
         if from_replica.max_rev == top {
             count("replica", "in_use");
             return Ok(from_replica);

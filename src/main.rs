@@ -78,7 +78,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    telemetry::init_logging(&config.log);
+    // Held to the end of `main`: dropping it flushes the queued log lines.
+    let _log_writer = telemetry::init_logging(&config.log);
     let outcome =
         actix_web::rt::System::new().block_on(run(cli.command.unwrap_or(Command::Serve), config));
     match outcome {

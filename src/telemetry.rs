@@ -17,6 +17,7 @@ use std::fmt;
 
 use tracing::field::Field;
 use tracing::Instrument;
+use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::field::MakeExt;
 use tracing_subscriber::fmt::format::{self, Writer};
 use tracing_subscriber::fmt::FormatFields;
@@ -55,15 +56,26 @@ static POOL: LazyLock<IntGaugeVec> = LazyLock::new(|| {
 /// Installs the global subscriber once; later calls (tests) are no-ops.
 /// JSON logs escape every value by construction; text logs go through
 /// [`escaped_fields`], so no value can break a line either way.
-pub fn init_logging(cfg: &LogConfig) {
+///
+/// Lines go to stdout through a writer thread: a request only queues its
+/// line (a slow terminal or log shipper never stalls a request thread).
+/// The queue holds 128k lines; only when it is full does a request wait,
+/// so no line is lost. Keep the returned guard until the process ends:
+/// dropping it flushes what is queued.
+pub fn init_logging(cfg: &LogConfig) -> Option<WorkerGuard> {
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(&cfg.level))
         .unwrap_or_else(|_| EnvFilter::new("info"));
+    let (writer, guard) = NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("log-writer")
+        .finish(std::io::stdout());
     // Colour codes only on a terminal: a file or a pipe gets plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_writer(writer)
         .with_ansi(std::io::stdout().is_terminal());
-    let _ = if cfg.format == "json" {
+    let installed = if cfg.format == "json" {
         builder
             .json()
             .flatten_event(true)
@@ -72,6 +84,7 @@ pub fn init_logging(cfg: &LogConfig) {
     } else {
         builder.fmt_fields(escaped_fields()).try_init()
     };
+    installed.ok().map(|()| guard)
 }
 
 /// The text logs' field formatter: `name=value` pairs (the message bare),

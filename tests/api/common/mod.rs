@@ -287,7 +287,8 @@ impl TestApp {
         // `TEST_LOG=debug cargo test ...` shows the server's logs.
         if let Ok(level) = std::env::var("TEST_LOG") {
             config.log.level = level;
-            pharmacy::telemetry::init_logging(&config.log);
+            // The writer lives as long as the test process.
+            std::mem::forget(pharmacy::telemetry::init_logging(&config.log));
         }
         config.database.url = Some(url.clone());
         tune(&mut config);
@@ -569,7 +570,8 @@ impl TestApp {
         let mut config = test_config();
         if let Ok(level) = std::env::var("TEST_LOG") {
             config.log.level = level;
-            pharmacy::telemetry::init_logging(&config.log);
+            // The writer lives as long as the test process.
+            std::mem::forget(pharmacy::telemetry::init_logging(&config.log));
         }
         config.database.url = Some(url.to_owned());
         tune(&mut config);

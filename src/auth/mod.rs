@@ -8,6 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use actix_web::{dev::Payload, http::header, web, FromRequest, HttpRequest};
+use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 use crate::state::AppState;
@@ -100,15 +101,97 @@ impl FromRequest for Caller {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let state = req.app_data::<web::Data<AppState>>().cloned();
-        let token = bearer(req);
+        let signed = Signed::of(req);
         Box::pin(async move {
             let state = state.ok_or_else(|| Error::internal("application state missing"))?;
-            let claims = state.tokens.verify_access(&token?)?;
-            let invalid = || Error::Unauthorized("The access token is invalid.".to_owned());
-            let user_id = Uuid::parse_str(&claims.sub).map_err(|_| invalid())?;
-            let session_id = Uuid::parse_str(&claims.sid).map_err(|_| invalid())?;
-            load_active(&state, user_id, session_id, claims.ver).await
+            let claimed = signed?.claimed;
+            load_active(
+                &state,
+                claimed.user_id,
+                claimed.session_id,
+                claimed.token_version,
+            )
+            .await
         })
+    }
+}
+
+/// A caller whose token is verified (signature, lifetime, audience) but
+/// whose account and session are not checked yet. `check_with` checks them
+/// pipelined with the request's first statement on one connection, so the
+/// check costs the request no round trip and no connection of its own. The
+/// hot reads take it; every other route takes [`Caller`].
+pub struct Signed {
+    claimed: Caller,
+}
+
+impl Signed {
+    fn of(req: &HttpRequest) -> Result<Signed> {
+        let state = req
+            .app_data::<web::Data<AppState>>()
+            .ok_or_else(|| Error::internal("application state missing"))?;
+        let claims = state.tokens.verify_access(&bearer(req)?)?;
+        let invalid = || Error::Unauthorized("The access token is invalid.".to_owned());
+        let uuid = |s: &str| Uuid::parse_str(s).map_err(|_| invalid());
+        Ok(Signed {
+            claimed: Caller {
+                user_id: uuid(&claims.sub)?,
+                role: claims.role,
+                branch_id: uuid(&claims.branch_id)?,
+                org_id: uuid(&claims.org_id)?,
+                session_id: uuid(&claims.sid)?,
+                token_version: claims.ver,
+            },
+        })
+    }
+
+    /// The caller as its token states it. Exact whenever the check passes:
+    /// every change of role or branch bumps the user's token version
+    /// (`sql/0013_token_lifetime.sql`), which the check compares.
+    pub fn claimed(&self) -> &Caller {
+        &self.claimed
+    }
+
+    /// Sends the caller check, then `first`, on `client` (one round trip for
+    /// both), and answers the checked caller with `first`'s output. The
+    /// check decides first: a refused caller gets its 401 whatever `first`
+    /// found, and nothing of it is shown.
+    pub async fn check_with<C, T, F>(self, client: &C, first: F) -> Result<(Caller, T)>
+    where
+        C: GenericClient + Sync,
+        F: Future<Output = Result<T>>,
+    {
+        let c = self.claimed;
+        let (state, found) = futures_util::join!(
+            sessions::token_state(client, c.user_id, c.session_id),
+            first
+        );
+        let caller = verdict(state?, c.user_id, c.session_id, c.token_version)?;
+        Ok((caller, found?))
+    }
+
+    /// `decided` itself, unless it is a refusal: then the check runs alone
+    /// first (a round trip), so a dead token still gets its 401 before any
+    /// other answer, as with [`Caller`].
+    pub async fn refuse_after_check<C, T>(&self, client: &C, decided: Result<T>) -> Result<T>
+    where
+        C: GenericClient + Sync,
+    {
+        if decided.is_err() {
+            let c = &self.claimed;
+            let state = sessions::token_state(client, c.user_id, c.session_id).await?;
+            verdict(state, c.user_id, c.session_id, c.token_version)?;
+        }
+        decided
+    }
+}
+
+impl FromRequest for Signed {
+    type Error = Error;
+    type Future = std::future::Ready<Result<Signed>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        std::future::ready(Signed::of(req))
     }
 }
 
@@ -123,8 +206,19 @@ pub(crate) async fn load_active(
     token_version: i64,
 ) -> Result<Caller> {
     let client = state.pool.get().await?;
-    let row = sessions::token_state(&client, user_id, session_id)
-        .await?
+    let row = sessions::token_state(&client, user_id, session_id).await?;
+    verdict(row, user_id, session_id, token_version)
+}
+
+/// Whether a token of `token_version` in session `session_id` still stands,
+/// given what the database says of its user and session.
+fn verdict(
+    row: Option<sessions::TokenState>,
+    user_id: Uuid,
+    session_id: Uuid,
+    token_version: i64,
+) -> Result<Caller> {
+    let row = row
         .filter(|r| r.active)
         .ok_or_else(|| Error::Unauthorized("This account is no longer active.".to_owned()))?;
     if row.token_version != token_version {

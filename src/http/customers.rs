@@ -7,7 +7,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::auth::Caller;
+use crate::auth::{Caller, Signed};
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::customers::{self, CustomerWrite};
@@ -63,14 +63,17 @@ pub async fn list(
 #[get("/customers/{id}")]
 pub async fn get(
     state: web::Data<AppState>,
-    _caller: Caller,
+    signed: Signed,
     id: web::Path<String>,
 ) -> Result<HttpResponse> {
-    let id = path_id(&id, "Customer")?;
     let client = state.pool.get().await?;
-    let customer = customers::get(&client, id)
-        .await?
-        .ok_or_else(|| Error::not_found("Customer not found"))?;
+    let id = signed
+        .refuse_after_check(&client, path_id(&id, "Customer"))
+        .await?;
+    let (_, customer) = signed
+        .check_with(&client, customers::get(&client, id))
+        .await?;
+    let customer = customer.ok_or_else(|| Error::not_found("Customer not found"))?;
     Ok(HttpResponse::Ok().json(customer.view()))
 }
 

@@ -5,7 +5,7 @@ use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 use uuid::Uuid;
 
-use crate::auth::Caller;
+use crate::auth::{Caller, Signed};
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::error::Problem;
@@ -68,18 +68,23 @@ pub async fn list(
 #[get("/medicines/{id}")]
 pub async fn get(
     state: web::Data<AppState>,
-    caller: Caller,
+    signed: Signed,
     id: web::Path<String>,
     Query(q): Query<MedicineQuery>,
 ) -> Result<HttpResponse> {
-    let id = path_id(&id, "Medicine")?;
+    let client = state.pool.get().await?;
+    let id = signed
+        .refuse_after_check(&client, path_id(&id, "Medicine"))
+        .await?;
     // Whose stock the read shows: a branch caller's own branch; an admin the
     // branch it names, or the whole chain.
-    let scope = caller.branch_filter(q.branch_id)?;
-    let client = state.pool.get().await?;
-    let medicine = medicines::get(&client, id, scope)
-        .await?
-        .ok_or_else(|| Error::not_found("Medicine not found"))?;
+    let scope = signed
+        .refuse_after_check(&client, signed.claimed().branch_filter(q.branch_id))
+        .await?;
+    let (_, medicine) = signed
+        .check_with(&client, medicines::get(&client, id, scope))
+        .await?;
+    let medicine = medicine.ok_or_else(|| Error::not_found("Medicine not found"))?;
     Ok(HttpResponse::Ok().json(medicine.view()))
 }
 

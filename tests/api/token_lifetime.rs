@@ -640,3 +640,87 @@ async fn the_openapi_document_lists_logout_and_password_change() {
         doc["components"]["schemas"]["PasswordChange"]["properties"]["new_password"].is_object()
     );
 }
+
+/// `GET /medicines/{id}` and `GET /customers/{id}` check the caller in the
+/// same round trip as their read: a signed-out, deactivated or demoted
+/// token is refused there exactly as on every other route, before a
+/// malformed id, another branch or a missing row is reported, and the read
+/// is not shown.
+#[tokio::test]
+async fn the_reads_that_check_the_caller_with_their_read_refuse_dead_tokens_first() {
+    let app = TestApp::spawn().await;
+    let branch = app.branch("B1").await;
+    let other = app.branch("B2").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let m = app
+        .medicine(
+            &admin,
+            json!({"name": "Amoxicillin 500", "selling_price": "1500"}),
+        )
+        .await;
+    let (status, c) = app
+        .post("/customers", &admin, json!({"name": "Jane Customer"}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{c}");
+    let reads = [
+        format!("/medicines/{}", m["id"].as_str().unwrap()),
+        format!("/customers/{}", c["id"].as_str().unwrap()),
+    ];
+    let refused = [
+        "/medicines/not-an-id".to_owned(),
+        format!("/medicines/{}", Uuid::now_v7()),
+        format!("/medicines/{}?branch_id={other}", m["id"].as_str().unwrap()),
+        "/customers/not-an-id".to_owned(),
+        format!("/customers/{}", Uuid::now_v7()),
+    ];
+    let cashier = app.user(branch, Role::Cashier).await;
+    let (live, _) = sign_in(&app, &cashier.email, PASSWORD).await;
+    for path in &reads {
+        let (status, body) = app.get(path, &live).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+    }
+    // A malformed id is a missing row (the conventions' choice).
+    let expected = [
+        StatusCode::NOT_FOUND,
+        StatusCode::NOT_FOUND,
+        StatusCode::FORBIDDEN,
+        StatusCode::NOT_FOUND,
+        StatusCode::NOT_FOUND,
+    ];
+    for (path, want) in refused.iter().zip(expected) {
+        let (status, body) = app.get(path, &live).await;
+        assert_eq!(status, want, "{path} with a live token: {body}");
+    }
+
+    // Signed out.
+    let (status, body) = app
+        .call(Method::POST, "/auth/logout", Some(&live), None)
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    for path in reads.iter().chain(&refused) {
+        let (status, body) = app.get(path, &live).await;
+        assert_problem(status, &body, StatusCode::UNAUTHORIZED);
+        assert!(body.get("name").is_none(), "{path} showed the read: {body}");
+    }
+
+    // Demoted: a role change ends the token, so the role it states is
+    // never trusted once it differs from the account's.
+    let (pharmacist, _) = sign_in(&app, &cashier.email, PASSWORD).await;
+    put_user(&app, &admin, cashier.id, json!({"role": "pharmacist"})).await;
+    for path in &reads {
+        let (status, body) = app.get(path, &pharmacist).await;
+        assert_problem(status, &body, StatusCode::UNAUTHORIZED);
+    }
+
+    // Deactivated.
+    let (fresh, _) = sign_in(&app, &cashier.email, PASSWORD).await;
+    for path in &reads {
+        let (status, body) = app.get(path, &fresh).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+    }
+    put_user(&app, &admin, cashier.id, json!({"is_active": false})).await;
+    for path in reads.iter().chain(&refused) {
+        let (status, body) = app.get(path, &fresh).await;
+        assert_problem(status, &body, StatusCode::UNAUTHORIZED);
+    }
+}

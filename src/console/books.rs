@@ -1,10 +1,8 @@
-//! The books an inspector reads: the prescription book and the
-//! classified-drugs register, paged (50 rows), filterable by date and (for
-//! those who may see every branch) by branch, with the retention notes and
-//! a CSV export of every row of the range, as `/compliance/*` answers them.
-//!
-//! The destruction register belongs to the returns work, which is not part
-//! of this service yet; its page is added with it.
+//! The books an inspector reads: the prescription book, the
+//! classified-drugs register and the destruction register, paged (50 rows),
+//! filterable by date and (for those who may see every branch) by branch,
+//! with the retention notes and a CSV export of every row of the range, as
+//! `/compliance/*` answers them.
 
 use actix_web::{web, HttpRequest};
 use askama::Template;
@@ -19,6 +17,7 @@ use crate::state::AppState;
 use domain::books::{self, Scope};
 use domain::paging::{Page, PageParams};
 use domain::window::{DateWindow, MAX_WINDOW_DAYS};
+use domain::write_offs;
 use domain::Error;
 
 /// Rows per page, as the API's books.
@@ -87,6 +86,11 @@ async fn page(
             "Classified-drugs register",
             books::CLASSIFIED_BOOK_NOTE,
         ),
+        "destruction" => (
+            "destruction",
+            "Destruction register",
+            books::DESTRUCTION_REGISTER_NOTE,
+        ),
         _ => return Err(Error::not_found("There is no such book.").into()),
     };
     let tabs = vec![
@@ -99,6 +103,11 @@ async fn page(
             href: "/console/books/classified",
             label: "Classified-drugs register",
             current: book == "classified",
+        },
+        Tab {
+            href: "/console/books/destruction",
+            label: "Destruction register",
+            current: book == "destruction",
         },
     ];
     let csv = q.format.as_deref().map(str::trim) == Some("csv");
@@ -140,20 +149,20 @@ async fn page(
         };
         let scope = Scope { branch_id, bounds };
         let limits = (!csv).then_some((paging.offset(), paging.limit()));
-        let (table, total) = if book == "prescriptions" {
-            prescriptions(&client, scope, limits).await?
-        } else {
-            classified(&client, scope, limits).await?
+        let (table, total) = match book {
+            "prescriptions" => prescriptions(&client, scope, limits).await?,
+            "classified" => classified(&client, scope, limits).await?,
+            _ => destruction(&client, scope, limits).await?,
         };
         Ok::<(Table, i64, Page), Error>((table, total, paging))
     };
     match read.await {
         Ok((table, total, paging)) => {
             if csv {
-                let name = if book == "prescriptions" {
-                    "prescription-book"
-                } else {
-                    "classified-drugs-book"
+                let name = match book {
+                    "prescriptions" => "prescription-book",
+                    "classified" => "classified-drugs-book",
+                    _ => "destruction-register",
                 };
                 return Ok(table::download(name, &[table], None)?);
             }
@@ -248,6 +257,42 @@ async fn classified(
             Cell::text(r.doctor_license),
             Cell::text(r.dispensed_by_name),
             Cell::text(r.invoice_number),
+        ]);
+    }
+    Ok((t, total))
+}
+
+async fn destruction(
+    client: &deadpool_postgres::Object,
+    scope: Scope,
+    limits: books::Paging,
+) -> Result<(Table, i64), Error> {
+    let (rows, total) = write_offs::destruction_register(client, scope, limits).await?;
+    let mut t = Table::new(
+        "destruction",
+        "Destruction register",
+        &[
+            "Written off",
+            "Medicine",
+            "Schedule",
+            "Batch",
+            "Quantity",
+            "Reason",
+            "Witness",
+            "Written off by",
+        ],
+    )
+    .with_note("Newest first; every write-off line of a controlled medicine.");
+    for r in rows {
+        t.push(vec![
+            Cell::text(when(r.written_off_at)),
+            Cell::text(r.medicine_name),
+            Cell::text(r.control_schedule),
+            Cell::text(r.batch_number),
+            Cell::count(r.quantity),
+            Cell::text(r.reason),
+            Cell::text(r.witness_name),
+            Cell::text(r.written_off_by_name),
         ]);
     }
     Ok((t, total))

@@ -553,7 +553,7 @@ async fn a_deactivated_or_changed_user_is_thrown_out_on_the_next_request() {
 
 /// Every console page and the action the API asks for it (`None`: open to
 /// every signed-in user, within its branch).
-const PAGES: [(&str, Option<Action>); 17] = [
+const PAGES: [(&str, Option<Action>); 18] = [
     ("/console/dashboard", None),
     ("/console/dashboard/alerts/low-stock", None),
     ("/console/reports/sales", Some(Action::ReadReports)),
@@ -563,6 +563,7 @@ const PAGES: [(&str, Option<Action>); 17] = [
     ("/console/reports/vat", Some(Action::ReadReports)),
     ("/console/books/prescriptions", None),
     ("/console/books/classified", None),
+    ("/console/books/destruction", None),
     ("/console/sync/conflicts", Some(Action::ResolveConflicts)),
     ("/console/devices", None),
     ("/console/approvals", None),
@@ -1170,6 +1171,10 @@ async fn the_books_page_export_and_keep_their_retention_notes() {
             "/console/books/classified",
             domain::books::CLASSIFIED_BOOK_NOTE,
         ),
+        (
+            "/console/books/destruction",
+            domain::books::DESTRUCTION_REGISTER_NOTE,
+        ),
     ] {
         let (status, html, _) = console.get(path).await;
         assert_eq!(status, StatusCode::OK);
@@ -1182,6 +1187,52 @@ async fn the_books_page_export_and_keep_their_retention_notes() {
             .contains("attachment"));
         assert_eq!(csv.lines().count(), 1, "a header row only: {csv}");
     }
+}
+
+/// The destruction register page: every write-off line of a controlled
+/// medicine with its witness, in its CSV too; not another branch's.
+#[tokio::test]
+async fn the_destruction_register_page_lists_controlled_write_offs_of_the_branch() {
+    let app = TestApp::spawn().await;
+    let a = app.branch("KLA").await;
+    let b = app.branch("EBB").await;
+    let (_, admin) = app.signed_in(a, Role::Admin).await;
+    let (_, pharmacist) = app.signed_in(a, Role::Pharmacist).await;
+    let morphine = app
+        .medicine(
+            &admin,
+            json!({"name": "Morphine 10mg", "selling_price": 2000, "is_controlled": true,
+                   "requires_prescription": true, "control_schedule": "Class A"}),
+        )
+        .await;
+    let batch = app
+        .receive(&admin, &morphine["id"], a, 10, "2030-01-31")
+        .await;
+    let (status, w) = app
+        .post(
+            "/stock/write-offs",
+            &pharmacist,
+            json!({"reason": "damaged", "witness_name": "Inspector Nakato",
+                   "items": [{"batch_id": batch["id"], "quantity": 3}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{w}");
+
+    let (_, console) = Console::of(&app, a, Role::Auditor).await;
+    let (status, html, _) = console.get("/console/books/destruction").await;
+    assert_eq!(status, StatusCode::OK);
+    for shown in ["Morphine 10mg", "Class A", "Inspector Nakato", "damaged"] {
+        assert!(html.contains(shown), "{shown} missing: {html}");
+    }
+    let (status, csv, _) = console.get("/console/books/destruction?format=csv").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(csv.lines().count(), 2, "{csv}");
+    assert!(csv.contains("Inspector Nakato"));
+
+    let (_, elsewhere) = Console::of(&app, b, Role::Auditor).await;
+    let (status, html, _) = elsewhere.get("/console/books/destruction").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!html.contains("Inspector Nakato"), "another branch's row");
 }
 
 #[tokio::test]

@@ -8,12 +8,16 @@
 #                              [--dir DIR] [--port PORT]
 #   deploy/local-cluster.sh status [--dir DIR]
 #   deploy/local-cluster.sh down [--dir DIR] [--purge]
+#   deploy/local-cluster.sh stop-primary|start-primary|stop-standby|start-standby [--dir DIR]
 #
 # `up` migrates, creates an admin and prints BASE_URL=, ADMIN_EMAIL=,
 # ADMIN_PASSWORD= (and more) lines, also kept in DIR/cluster.env. Running
 # `up` again on a running cluster prints them again; on a stopped one it
 # starts the same data again. `down` stops everything `up` started and
 # checks that nothing is left running; `--purge` also deletes the data.
+# `stop-*`/`start-*` stop (fast shutdown) or start one PostgreSQL server of
+# a running cluster: fault drills (the service answers 503 with Retry-After
+# while the primary is down, and reads the primary while the standby is).
 #
 # Defaults: 2 processes, affinity on, DIR = target/local-cluster, HAProxy on
 # 127.0.0.1:18080 (stats on PORT-1, processes on PORT+1.., the primary on
@@ -39,7 +43,7 @@ PORT="${CLUSTER_PORT:-18080}"
 PURGE=0
 
 usage() {
-    sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     exit "${1:-2}"
 }
 
@@ -436,9 +440,32 @@ status() {
     return 0
 }
 
+# --- fault drills -------------------------------------------------------------------------
+
+drill() { # stop|start primary|standby
+    local action="$1" role="$2" pg
+    [[ -f "$DIR/pgdir" ]] || die "no cluster in $DIR"
+    pg="$(cat "$DIR/pgdir")"
+    [[ -f "$pg/$role/PG_VERSION" ]] || die "no $role in $pg"
+    if [[ "$action" == stop ]]; then
+        pg_running "$pg/$role" || { say "the $role is not running"; return 0; }
+        as_pg "$PG_BIN/pg_ctl" stop -w -t 60 -m fast -D "$pg/$role" >/dev/null
+        say "the $role stopped"
+    else
+        pg_running "$pg/$role" && { say "the $role is running"; return 0; }
+        as_pg "$PG_BIN/pg_ctl" start -w -t 60 -D "$pg/$role" -l "$pg/log/$role.log" >/dev/null \
+            || { tail -n 20 "$pg/log/$role.log" >&2; die "the $role did not start"; }
+        say "the $role started"
+    fi
+}
+
 case "$COMMAND" in
     up) up ;;
     down) down ;;
     status) status ;;
+    stop-primary) drill stop primary ;;
+    start-primary) drill start primary ;;
+    stop-standby) drill stop standby ;;
+    start-standby) drill start standby ;;
     *) usage ;;
 esac

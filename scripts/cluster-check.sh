@@ -5,9 +5,12 @@
 # sells, reads a report and a snapshot from the standby; kills -9 the
 # process serving the branch and checks that every request after that is
 # still answered (HAProxy moves the branch to the other process), that the
-# dead process is marked down, and that the database holds every
-# acknowledged sale exactly once; finally `down` and a check that nothing of
-# the cluster is left running.
+# dead process is marked down, and that a till retrying its sale with its
+# mutation id gets its first answer; stops the standby (the reads go to the
+# primary); restarts the primary (503 with Retry-After while it is down,
+# then service resumes); checks that the database holds every acknowledged
+# sale exactly once; finally `down` and a check that nothing of the cluster
+# is left running.
 #
 #   scripts/cluster-check.sh           # PHARMACY_BIN defaults to target/debug/pharmacy (built if missing)
 #   CLUSTER_CHECK_PORT=19080 scripts/cluster-check.sh
@@ -113,6 +116,12 @@ metrics=$(curl -fsS "$(cut -d' ' -f"${SERVING#p}" <<<"$PROCESS_URLS")/metrics")
 grep -q '^db_replica_in_use 1' <<<"$metrics" || fail "the standby is not in use: $(grep '^db_replica' <<<"$metrics")"
 grep -q '^db_read_routing_total{pool="replica"' <<<"$metrics" || fail "no read went to the standby"
 
+# A till's sale with its mutation id, answered by the process about to die:
+# sent again after the crash, it gets its first answer, not a second sale.
+TILL_SALE='{"items":[{"medicine_id":"'"$MED"'","quantity":1}],"payment_method":"cash","client_mutation_id":"till-7-sale-1"}'
+TILL_SALE_ID=$(expect 201 POST /sales "$TILL_SALE" | json 'd["id"]')
+sold=$((sold + 1))
+
 step "kill -9 $SERVING; every request after must be answered"
 victim=$(cat "$DIR/pids/$SERVING.pid")
 kill -9 "$victim"
@@ -148,6 +157,50 @@ for _ in $(seq 1 10); do
     expect 200 GET /reports/sales >/dev/null
 done
 step "HAProxy marked $SERVING down ${down_after} ms after the kill; 11 sales and 10 reports answered by the other process"
+again=$(expect 200 POST /sales "$TILL_SALE" | json 'd["id"]')
+[ "$again" = "$TILL_SALE_ID" ] || fail "the till's retried sale got $again, its first answer was $TILL_SALE_ID"
+step "the till's retried sale got its first answer from the other process"
+
+SURVIVOR_URL=""
+for i in 1 2; do
+    [ "p$i" = "$SERVING" ] || SURVIVOR_URL=$(cut -d' ' -f"$i" <<<"$PROCESS_URLS")
+done
+replica_in_use() { curl -fsS "$SURVIVOR_URL/metrics" | grep '^db_replica_in_use ' | cut -d' ' -f2; }
+
+step "stop the standby: the lag-tolerant reads go to the primary"
+"${CLUSTER[@]}" stop-standby --dir "$DIR" >/dev/null 2>&1 || fail "stop-standby"
+for _ in 1 2 3 4 5; do
+    expect 200 GET /reports/sales >/dev/null
+    expect 200 GET /compliance/prescription-book >/dev/null
+done
+fell_back=""
+for _ in $(seq 1 100); do
+    [ "$(replica_in_use)" = 0 ] && { fell_back=yes; break; }
+    sleep 0.1
+done
+[ -n "$fell_back" ] || fail "db_replica_in_use is still 1 10 s after the standby stopped"
+expect 200 GET /sync/snapshot >/dev/null
+"${CLUSTER[@]}" start-standby --dir "$DIR" >/dev/null 2>&1 || fail "start-standby"
+
+step "restart the primary: 503 with Retry-After while it is down, then service resumes"
+"${CLUSTER[@]}" stop-primary --dir "$DIR" >/dev/null 2>&1 || fail "stop-primary"
+headers=$(curl -sS -o /dev/null -D - --max-time 30 -X POST -H "Authorization: Bearer $TOKEN" \
+    -H 'content-type: application/json' -d "$SALE" "$BASE_URL/sales" | tr -d '\r')
+status=$(head -n1 <<<"$headers" | cut -d' ' -f2)
+[ "$status" = 503 ] || fail "a sale while the primary is down answered $status"
+grep -qi '^retry-after: [0-9]' <<<"$headers" || fail "the 503 carries no Retry-After: $headers"
+"${CLUSTER[@]}" start-primary --dir "$DIR" >/dev/null 2>&1 || fail "start-primary"
+resumed=""
+for _ in $(seq 1 100); do
+    if [ "$(call POST /sales "$SALE" | head -n1)" = 201 ]; then
+        resumed=yes
+        sold=$((sold + 1))
+        break
+    fi
+    sleep 0.1
+done
+[ -n "$resumed" ] || fail "no sale was answered 201 within 10 s of the primary's restart"
+expect 200 GET /reports/sales >/dev/null
 
 step "every acknowledged sale is in the database once"
 PSQL="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)/psql"

@@ -210,29 +210,15 @@ pub(crate) async fn load_active(
     verdict(row, user_id, session_id, token_version)
 }
 
-/// Whether a token of `token_version` in session `session_id` still stands,
-/// given what the database says of its user and session.
+/// The caller of a token of `token_version` in session `session_id`, if
+/// the token still stands on what the database says (`sessions::standing`).
 fn verdict(
     row: Option<sessions::TokenState>,
     user_id: Uuid,
     session_id: Uuid,
     token_version: i64,
 ) -> Result<Caller> {
-    let row = row
-        .filter(|r| r.active)
-        .ok_or_else(|| Error::Unauthorized("This account is no longer active.".to_owned()))?;
-    if row.token_version != token_version {
-        return Err(Error::Unauthorized(
-            "This sign-in has ended: the password, role or branch of the account changed, \
-             or its tokens were revoked. Sign in again."
-                .to_owned(),
-        ));
-    }
-    if !row.session_live {
-        return Err(Error::Unauthorized(
-            "This session has been signed out. Sign in again.".to_owned(),
-        ));
-    }
+    let row = sessions::standing(row, token_version)?;
     Ok(Caller {
         user_id,
         role: Role::parse(&row.role)

@@ -6,7 +6,7 @@ use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, Query};
 use uuid::Uuid;
 
-use crate::{db, Result};
+use crate::{db, Error, Result};
 
 /// Opens a session for `user_id` at the user's `token_version` as read with
 /// the credentials that were checked (never a later one: a change between
@@ -64,6 +64,28 @@ pub struct TokenState {
     pub active: bool,
     pub token_version: i64,
     pub session_live: bool,
+}
+
+/// The token state, if a token of `token_version` still stands on it; else
+/// the 401 the token gets (the account is gone or inactive, the token's
+/// version is not the user's, or its session was signed out).
+pub fn standing(state: Option<TokenState>, token_version: i64) -> Result<TokenState> {
+    let state = state
+        .filter(|r| r.active)
+        .ok_or_else(|| Error::Unauthorized("This account is no longer active.".to_owned()))?;
+    if state.token_version != token_version {
+        return Err(Error::Unauthorized(
+            "This sign-in has ended: the password, role or branch of the account changed, \
+             or its tokens were revoked. Sign in again."
+                .to_owned(),
+        ));
+    }
+    if !state.session_live {
+        return Err(Error::Unauthorized(
+            "This session has been signed out. Sign in again.".to_owned(),
+        ));
+    }
+    Ok(state)
 }
 
 /// The user `user_id` and whether `session_id` is one of its live sessions.

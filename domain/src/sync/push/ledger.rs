@@ -65,7 +65,7 @@ pub(super) async fn claim(
         .values_panic([
             device_id.into(),
             cmid.into(),
-            change.digest.clone().into(),
+            change.digest.as_str().into(),
             change.entity.clone().into(),
             change.op.clone().into(),
         ])
@@ -79,19 +79,13 @@ pub(super) async fn claim(
     if db::fetch_opt(tx, &insert).await?.is_some() {
         return Ok(None);
     }
-    let q = Query::select()
-        .columns(["request_digest", "outcome", "answer"])
-        .from("push_mutations")
-        .and_where(Expr::col("device_id").eq(device_id))
-        .and_where(Expr::col("client_mutation_id").eq(cmid))
-        .to_owned();
-    let row = db::fetch_one(tx, &q).await?;
-    let stored = Stored {
-        digest: row.get("request_digest"),
-        outcome: row.get("outcome"),
-        answer: row.get("answer"),
+    let key = Key {
+        table: "push_mutations",
+        scope: Scope::Device(device_id),
+        client_mutation_id: cmid,
     };
-    stored.answer_to(cmid, change).map(Some)
+    let row = db::fetch_one(tx, &key.select(&["outcome", "answer"])).await?;
+    Stored::from_row(&row).answer_to(cmid, change).map(Some)
 }
 
 /// A claimed key as `push_mutations` holds it.
@@ -103,19 +97,19 @@ pub(super) struct Stored {
 }
 
 impl Stored {
+    fn from_row(r: &tokio_postgres::Row) -> Stored {
+        Stored {
+            digest: r.get(idempotency::DIGEST_COLUMN),
+            outcome: r.get("outcome"),
+            answer: r.get("answer"),
+        }
+    }
+
     /// What a replay of `change` under this key answers: the stored answer
     /// verbatim, or `idempotency_mismatch` when the change differs.
     pub(super) fn answer_to(&self, cmid: &str, change: &Change) -> Result<Answered> {
-        if self.digest != change.digest {
-            return Ok(Answered {
-                accepted: false,
-                answer: rejected(
-                    cmid,
-                    Code::IdempotencyMismatch.as_str(),
-                    "This client_mutation_id was already used for a different change.",
-                ),
-                replay: Some("idempotency_mismatch"),
-            });
+        if !change.digest.matches(Some(&self.digest)) {
+            return Ok(mismatch(cmid));
         }
         let (Some(outcome), Some(answer)) = (&self.outcome, &self.answer) else {
             return Err(Error::busy("This change is being applied; please retry."));
@@ -152,16 +146,7 @@ pub(super) async fn stored_answers<C: GenericClient + Sync>(
     Ok(db::raw_all(c, &q.sql, q.values)
         .await?
         .iter()
-        .map(|r| {
-            (
-                r.get("client_mutation_id"),
-                Stored {
-                    digest: r.get("request_digest"),
-                    outcome: r.get("outcome"),
-                    answer: r.get("answer"),
-                },
-            )
-        })
+        .map(|r| (r.get("client_mutation_id"), Stored::from_row(r)))
         .collect())
 }
 
@@ -186,7 +171,10 @@ pub(super) async fn claim_all(
         .iter()
         .map(|c| c.client_mutation_id.clone())
         .collect();
-    let digests: Vec<String> = changes.iter().map(|c| c.digest.clone()).collect();
+    let digests: Vec<String> = changes
+        .iter()
+        .map(|c| c.digest.as_str().to_owned())
+        .collect();
     let entities: Vec<String> = changes.iter().map(|c| c.entity.clone()).collect();
     let ops: Vec<String> = changes.iter().map(|c| c.op.clone()).collect();
     let insert = sea_query::raw_query!(
@@ -217,15 +205,16 @@ pub(super) async fn claim_all(
     let claimed: std::collections::HashSet<String> = claimed.iter().map(|r| r.get(0)).collect();
     let stored: std::collections::HashMap<String, &tokio_postgres::Row> =
         stored.iter().map(|r| (r.get(0), r)).collect();
-    let mut first: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let earlier = idempotency::earlier_with_same_key(
+        changes.iter().map(|c| Some(c.client_mutation_id.as_str())),
+    );
     let mut out = Vec::with_capacity(changes.len());
-    for (k, change) in changes.iter().enumerate() {
+    for (change, earlier) in changes.iter().zip(earlier) {
         let cmid = change.client_mutation_id.as_str();
-        if let Some(earlier) = first.get(cmid) {
-            out.push(Claim::Repeat(*earlier));
+        if let Some(earlier) = earlier {
+            out.push(Claim::Repeat(earlier));
             continue;
         }
-        first.insert(cmid, k);
         if claimed.contains(cmid) {
             out.push(Claim::New);
             continue;
@@ -233,7 +222,9 @@ pub(super) async fn claim_all(
         let row = stored
             .get(cmid)
             .ok_or_else(|| Error::internal("a claimed mutation id vanished"))?;
-        out.push(Claim::Stored(stored_answer(row, cmid, change)?));
+        out.push(Claim::Stored(
+            Stored::from_row(row).answer_to(cmid, change)?,
+        ));
     }
     Ok(out)
 }
@@ -242,16 +233,8 @@ pub(super) async fn claim_all(
 /// `first`'s answer replayed, or `idempotency_mismatch` when the payloads
 /// differ.
 pub(super) fn repeat_of(first: &Answered, first_change: &Change, change: &Change) -> Answered {
-    if first_change.digest != change.digest {
-        return Answered {
-            accepted: false,
-            answer: rejected(
-                &change.client_mutation_id,
-                Code::IdempotencyMismatch.as_str(),
-                "This client_mutation_id was already used for a different change.",
-            ),
-            replay: Some("idempotency_mismatch"),
-        };
+    if !change.digest.matches(Some(first_change.digest.as_str())) {
+        return mismatch(&change.client_mutation_id);
     }
     Answered {
         accepted: first.accepted,
@@ -260,14 +243,17 @@ pub(super) fn repeat_of(first: &Answered, first_change: &Change, change: &Change
     }
 }
 
-/// What an earlier commit answered for this key (or the mismatch).
-fn stored_answer(row: &tokio_postgres::Row, cmid: &str, change: &Change) -> Result<Answered> {
-    let stored = Stored {
-        digest: row.get("request_digest"),
-        outcome: row.get("outcome"),
-        answer: row.get("answer"),
-    };
-    stored.answer_to(cmid, change)
+/// The answer to a change reusing a mutation id for a different change.
+fn mismatch(cmid: &str) -> Answered {
+    Answered {
+        accepted: false,
+        answer: rejected(
+            cmid,
+            Code::IdempotencyMismatch.as_str(),
+            &idempotency::mismatch_message("change"),
+        ),
+        replay: Some("idempotency_mismatch"),
+    }
 }
 
 /// `store_answer` for a run: every new answer in one statement (replayed

@@ -32,12 +32,12 @@ use chrono::{DateTime, Duration, Utc};
 use deadpool_postgres::{GenericClient, Transaction};
 use sea_query::{Expr, ExprTrait, OnConflict, Query};
 use serde_json::{json, Value as Json};
-use sha2::{Digest, Sha256};
 use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::db::Pool;
 use crate::error::Code;
+use crate::idempotency::{self, Key, RequestDigest, Scope};
 use crate::sales::{NewSale, Sale, SaleRequest};
 use crate::{db, Action, Command, Error, Registry, Result, Role};
 use actors::metrics::{SYNC_CHANGES, SYNC_PUSH_SECONDS};

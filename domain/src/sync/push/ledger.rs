@@ -10,23 +10,21 @@ pub(super) const MAX_MESSAGE_CHARS: usize = 500;
 /// A change's answer, with what it is counted and logged as once its
 /// transaction has committed.
 pub(super) struct Answered {
-    pub(super) accepted: bool,
-    pub(super) answer: Json,
+    pub(super) answer: Answer,
     /// The metric label of an answer read back from `push_mutations`
     /// (`replayed`, `idempotency_mismatch`); `None` for a first answer.
     pub(super) replay: Option<&'static str>,
 }
 
 impl Answered {
-    pub(super) fn report(self, change: &Change) -> (bool, Json) {
+    pub(super) fn report(self, change: &Change) -> Answer {
         if let Some(label) = self.replay {
             count(&change.entity, label);
-            return (self.accepted, self.answer);
+            return self.answer;
         }
-        let outcome = if self.accepted {
-            "accepted"
-        } else {
-            self.answer["code"].as_str().unwrap_or("rejected")
+        let outcome = match &self.answer {
+            Answer::Accepted(_) => "accepted",
+            Answer::Rejected(r) => r.code.as_str(),
         };
         count(&change.entity, outcome);
         // Values the till sent are logged escaped (`?`): a newline in one
@@ -38,7 +36,7 @@ impl Answered {
             outcome,
             "push change"
         );
-        (self.accepted, self.answer)
+        self.answer
     }
 }
 
@@ -114,10 +112,8 @@ impl Stored {
         let (Some(outcome), Some(answer)) = (&self.outcome, &self.answer) else {
             return Err(Error::busy("This change is being applied; please retry."));
         };
-        let answer: Json = serde_json::from_str(answer).map_err(Error::internal)?;
         Ok(Answered {
-            accepted: outcome == "accepted",
-            answer,
+            answer: Answer::from_text(outcome, answer).map_err(Error::internal)?,
             replay: Some("replayed"),
         })
     }
@@ -237,7 +233,6 @@ pub(super) fn repeat_of(first: &Answered, first_change: &Change, change: &Change
         return mismatch(&change.client_mutation_id);
     }
     Answered {
-        accepted: first.accepted,
         answer: first.answer.clone(),
         replay: Some("replayed"),
     }
@@ -246,12 +241,11 @@ pub(super) fn repeat_of(first: &Answered, first_change: &Change, change: &Change
 /// The answer to a change reusing a mutation id for a different change.
 fn mismatch(cmid: &str) -> Answered {
     Answered {
-        accepted: false,
-        answer: rejected(
+        answer: Answer::Rejected(rejected(
             cmid,
             Code::IdempotencyMismatch.as_str(),
             &idempotency::mismatch_message("change"),
-        ),
+        )),
         replay: Some("idempotency_mismatch"),
     }
 }
@@ -273,11 +267,11 @@ pub(super) async fn store_answers(
             continue;
         }
         cmids.push(change.client_mutation_id.clone());
-        outcomes.push(if a.accepted { "accepted" } else { "rejected" }.to_owned());
-        answers.push(a.answer.to_string());
-        entity_ids.push(match a.accepted {
-            true => a.answer["id"].as_str().unwrap_or_default().to_owned(),
-            false => String::new(),
+        outcomes.push(a.answer.outcome().to_owned());
+        answers.push(a.answer.to_text().map_err(Error::internal)?);
+        entity_ids.push(match &a.answer {
+            Answer::Accepted(accepted) => accepted.id.clone(),
+            Answer::Rejected(_) => String::new(),
         });
     }
     if cmids.is_empty() {
@@ -299,16 +293,14 @@ pub(super) async fn store_answer(
     tx: &Transaction<'_>,
     device_id: Uuid,
     cmid: &str,
-    accepted: bool,
-    answer: &Json,
+    answer: &Answer,
     entity_id: Option<String>,
 ) -> Result<()> {
-    let outcome = if accepted { "accepted" } else { "rejected" };
     let q = Query::update()
         .table("push_mutations")
         .values([
-            ("outcome", outcome.into()),
-            ("answer", answer.to_string().into()),
+            ("outcome", answer.outcome().into()),
+            ("answer", answer.to_text().map_err(Error::internal)?.into()),
             ("entity_id", entity_id.into()),
         ])
         .and_where(Expr::col("device_id").eq(device_id))
@@ -330,22 +322,28 @@ pub(super) fn rejects(e: &Error) -> bool {
     )
 }
 
-pub(super) fn rejected(cmid: &str, code: &str, message: &str) -> Json {
+pub(super) fn rejected(cmid: &str, code: &str, message: &str) -> RejectedChange {
     let message = match message.char_indices().nth(MAX_MESSAGE_CHARS) {
         Some((cut, _)) => format!("{}…", &message[..cut]),
         None => message.to_owned(),
     };
-    json!({"client_mutation_id": cmid, "code": code, "message": message})
+    RejectedChange {
+        client_mutation_id: cmid.to_owned(),
+        code: code.to_owned(),
+        conflict_id: None,
+        field: None,
+        message,
+    }
 }
 
 /// A refused change answers with the code the same refusal has over REST.
-pub(super) fn rejection(cmid: &str, e: &Error) -> Json {
+pub(super) fn rejection(cmid: &str, e: &Error) -> RejectedChange {
     let mut answer = rejected(cmid, e.code().as_str(), &e.to_string());
     if let Error::Validation {
         field: Some(field), ..
     } = e
     {
-        answer["field"] = json!(field);
+        answer.field = Some(field.clone());
     }
     answer
 }

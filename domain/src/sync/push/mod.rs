@@ -40,11 +40,11 @@ use crate::error::Code;
 use crate::idempotency::{self, Key, RequestDigest, Scope};
 use crate::sales::{NewSale, Sale, SaleRequest};
 use crate::{db, Action, Command, Error, Registry, Result, Role};
-use actors::metrics::{SYNC_CHANGES, SYNC_PUSH_SECONDS};
 
 use crate::sync::conflicts::{self, NewConflict, Origin};
 use crate::sync::devices;
 use crate::sync::entities::{same, Entity};
+use crate::sync::metrics::{SYNC_CHANGES, SYNC_PUSH_SECONDS};
 
 mod answer;
 mod apply;

@@ -1,6 +1,9 @@
 //! The idempotency ledger of pushed changes: a change claims its (device,
 //! client mutation id) key, its answer is stored in the same commit, and a
-//! replay reads that answer back verbatim.
+//! replay reads that answer back verbatim. The key, the digest comparison
+//! and the mismatch text are `crate::idempotency`'s; what is push's own is
+//! the claim before the effect (a concurrent claimant waits on the key)
+//! and the stored answer.
 
 use super::*;
 

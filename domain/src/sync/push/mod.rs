@@ -21,9 +21,11 @@
 //! the branch's actor.
 //!
 //! Where things are: `parse` (a change's shape and payload fields),
-//! `ledger` (claiming a mutation id, storing and replaying answers), `apply`
-//! (the effects, sales runs and their fallback), and here the device
-//! actor's batch command.
+//! `answer` (the typed answers, as served, stored and replayed), `ledger`
+//! (claiming a mutation id, storing and replaying answers, on the shared
+//! key, digest and mismatch rule of `crate::idempotency`), `apply` (the
+//! effects, sales runs and their fallback), and here the device actor's
+//! batch command.
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -79,23 +79,6 @@ pub static ACTORS_STARTED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     ))
 });
 
-pub static SYNC_CHANGES: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    registered(register_int_counter_vec!(
-        "sync_push_changes_total",
-        "Pushed changes by entity and outcome (accepted, or the rejection code; replays included)",
-        &["entity", "outcome"]
-    ))
-});
-
-pub static SYNC_PUSH_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
-    registered(register_histogram_vec!(
-        "sync_push_batch_seconds",
-        "Time to apply one push batch, from its arrival at the device actor",
-        &["result"],
-        vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]
-    ))
-});
-
 /// Named for its first user; `kind` is `branch` for sales (as it always
 /// was) and `payment` for payments.
 pub static GROUP_SIZE: LazyLock<HistogramVec> = LazyLock::new(|| {

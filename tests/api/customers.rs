@@ -3,7 +3,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::common::{assert_problem, Role, TestApp};
+use crate::common::{assert_all_mismatched, assert_one_effect, assert_problem, Role, TestApp};
 
 async fn customer(app: &TestApp, token: &str, body: Value) -> Value {
     let (status, c) = app.post("/customers", token, body).await;
@@ -502,6 +502,41 @@ async fn a_payments_changes_carry_the_customer_then_its_ledger_row() {
         Some(format!("{branch}:4000.00"))
     );
     assert!(row.get("client_mutation_id").is_none());
+    app.assert_invariants().await;
+}
+
+/// Two server processes on one database, one payment's mutation id sent
+/// through both at once: one ledger row, every answer its receipt, and a
+/// different amount under the id refused by either.
+#[tokio::test]
+async fn one_mutation_id_sent_at_once_through_two_processes_pays_once() {
+    let app = TestApp::spawn().await;
+    let other = app.second_process();
+    let branch = app.branch("KLA").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let c = customer(
+        &app,
+        &admin,
+        json!({"name": "Raced", "is_credit_allowed": true, "credit_limit": 1000}),
+    )
+    .await;
+    owe(&app, &admin, branch, &c, 500).await;
+    let path = format!("/customers/{}/payments", c["id"].as_str().unwrap());
+    let body = json!({"amount": 100, "client_mutation_id": "pay-race-1"});
+    let answers = app
+        .post_through_both(&other, 16, &path, &admin, &body)
+        .await;
+    let receipt = assert_one_effect(&answers);
+    assert_eq!(receipt["new_balance"], "400.00", "{receipt}");
+    let different = json!({"amount": 50, "client_mutation_id": "pay-race-1"});
+    let refused = app
+        .post_through_both(&other, 6, &path, &admin, &different)
+        .await;
+    assert_all_mismatched(&refused, "payment");
+    let (_, read) = app
+        .get(&format!("/customers/{}", c["id"].as_str().unwrap()), &admin)
+        .await;
+    assert_eq!(read["current_balance"], "400.00");
     app.assert_invariants().await;
 }
 

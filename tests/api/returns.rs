@@ -11,7 +11,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::common::{assert_problem, Role, TestApp};
+use crate::common::{assert_all_mismatched, assert_one_effect, assert_problem, Role, TestApp};
 
 /// A branch with every role that may take things back signed in.
 struct Shop {
@@ -719,6 +719,37 @@ async fn a_retried_mutation_id_answers_the_first_return() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(again, first);
     assert_eq!(shop.scalar("SELECT count(*) FROM approvals").await, 1);
+    shop.app.assert_invariants().await;
+}
+
+/// Two server processes on one database, one return's mutation id sent
+/// through both at once: one credit note, every answer it, and a different
+/// return under the id refused by either.
+#[tokio::test]
+async fn one_mutation_id_sent_at_once_through_two_processes_returns_once() {
+    let shop = Shop::open().await;
+    let other = shop.app.second_process();
+    let m = shop
+        .stocked(json!({"name": "Cetirizine", "selling_price": 300}), 10)
+        .await;
+    let sale = shop.sell(&shop.cashier, sale_of(&m, 4)).await;
+    let path = format!("/sales/{}/returns", s(&sale["id"]));
+    let mut body = back(&sale, 0, json!(1));
+    body["client_mutation_id"] = json!("ret-race-1");
+    let answers = shop
+        .app
+        .post_through_both(&other, 12, &path, &shop.pharmacist, &body)
+        .await;
+    assert_one_effect(&answers);
+    assert_eq!(shop.scalar("SELECT count(*) FROM sale_returns").await, 1);
+    assert_eq!(shop.stock_of(&m).await, 7);
+    body["items"][0]["quantity"] = json!(2);
+    let refused = shop
+        .app
+        .post_through_both(&other, 6, &path, &shop.pharmacist, &body)
+        .await;
+    assert_all_mismatched(&refused, "return");
+    assert_eq!(shop.scalar("SELECT count(*) FROM sale_returns").await, 1);
     shop.app.assert_invariants().await;
 }
 

@@ -5,7 +5,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::common::{assert_problem, Role, TestApp};
+use crate::common::{assert_all_mismatched, assert_one_effect, assert_problem, Role, TestApp};
 
 /// A branch with an admin and a cashier signed in.
 struct Shop {
@@ -564,6 +564,75 @@ async fn a_retried_mutation_id_has_one_effect() {
     assert_problem(status, &problem, StatusCode::CONFLICT);
     assert_eq!(shop.stock_of(&m).await, 8);
     assert_eq!(shop.scalar("SELECT count(*) FROM sales").await, 1);
+}
+
+/// Two server processes on one database, the same mutation id sent through
+/// both at once: the insert that loses the unique-key race replays the
+/// winner's sale, and a different sale under the id is refused by either.
+#[tokio::test]
+async fn one_mutation_id_sent_at_once_through_two_processes_sells_once() {
+    let shop = Shop::open().await;
+    let other = shop.app.second_process();
+    let m = shop
+        .stocked(json!({"name": "Raced", "selling_price": 100}), 50)
+        .await;
+    let mut body = one(&m, 2);
+    body["client_mutation_id"] = json!("till-race-0001");
+    let answers = shop
+        .app
+        .post_through_both(&other, 16, "/sales", &shop.cashier, &body)
+        .await;
+    let sale = assert_one_effect(&answers);
+    assert_eq!(sale["client_mutation_id"], "till-race-0001", "{sale}");
+    assert_eq!(shop.scalar("SELECT count(*) FROM sales").await, 1);
+    assert_eq!(shop.stock_of(&m).await, 48);
+    body["items"][0]["quantity"] = json!(3);
+    let refused = shop
+        .app
+        .post_through_both(&other, 6, "/sales", &shop.cashier, &body)
+        .await;
+    assert_all_mismatched(&refused, "sale");
+    assert_eq!(shop.scalar("SELECT count(*) FROM sales").await, 1);
+    assert_eq!(shop.stock_of(&m).await, 48);
+    shop.app.assert_invariants().await;
+}
+
+/// Direct transactions, as other server processes would run them: none has
+/// seen another's sale when it looks its mutation id up, so each loser of
+/// the unique-key race reads the winner's sale back and replays it.
+#[tokio::test]
+async fn concurrent_first_attempts_with_one_mutation_id_sell_once() {
+    let shop = Shop::open().await;
+    let (seller, _) = shop.app.signed_in(shop.branch, Role::Cashier).await;
+    let m = shop
+        .stocked(json!({"name": "Raced", "selling_price": 100}), 50)
+        .await;
+    let mut body = one(&m, 2);
+    body["client_mutation_id"] = json!("till-race-0002");
+    let request: domain::sales::SaleRequest = serde_json::from_value(body).unwrap();
+    let sale = request
+        .validate(shop.branch, seller.id, Role::Cashier)
+        .unwrap();
+    let attempts = (0..8).map(|_| {
+        let (pool, sale) = (shop.app.pool.clone(), sale.clone());
+        async move {
+            use domain::Command;
+            domain::sales::CreateSale(sale).run(pool).await
+        }
+    });
+    let outcomes: Vec<_> = join_all(attempts)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(outcomes.iter().filter(|o| !o.replayed).count(), 1);
+    for o in &outcomes {
+        assert_eq!(o.sale.id, outcomes[0].sale.id);
+        assert_eq!(o.sale.icv, 1);
+    }
+    assert_eq!(shop.scalar("SELECT count(*) FROM sales").await, 1);
+    assert_eq!(shop.stock_of(&m).await, 48);
+    shop.app.assert_invariants().await;
 }
 
 #[tokio::test]

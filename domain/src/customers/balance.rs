@@ -17,6 +17,7 @@ use uuid::Uuid;
 
 use crate::db::{self, Stmt};
 use crate::error::{Code, Error, Result};
+use crate::idempotency::{self, Key, RequestDigest, Scope};
 use crate::sync::changes::{self, Change, Op};
 use crate::wire;
 
@@ -472,9 +473,23 @@ pub struct RecordPayment {
 }
 
 impl RecordPayment {
-    /// What tells a retry from a different payment under the same id.
-    pub(super) fn digest(&self) -> String {
-        format!("{}:{}", self.branch_id, wire::two_places(self.amount))
+    /// What tells a retry from a different payment under the same id: the
+    /// branch and the amount, as text.
+    pub(super) fn digest(&self) -> RequestDigest {
+        RequestDigest::text(format!(
+            "{}:{}",
+            self.branch_id,
+            wire::two_places(self.amount)
+        ))
+    }
+
+    /// The key its mutation id holds in the customer's ledger.
+    pub(super) fn key(&self) -> Option<Key<'_>> {
+        Some(Key {
+            table: "customer_ledger",
+            scope: Scope::Customer(self.customer_id),
+            client_mutation_id: self.client_mutation_id.as_deref()?,
+        })
     }
 }
 
@@ -485,92 +500,45 @@ impl actors::runtime::Command for RecordPayment {
 
     async fn run(self, pool: crate::db::Pool) -> Result<PaymentReceipt> {
         let mut client = pool.get().await?;
-        let (customer_id, cmid, digest) = (
-            self.customer_id,
-            self.client_mutation_id.clone(),
-            self.digest(),
-        );
         let tx = client.transaction().await?;
         // The retry lookup goes out with the rev allocation (one round trip);
         // a replay drops the transaction, which rolls the allocation back.
-        let (done, revs) = futures_util::try_join!(replay_payment(&tx, &self), allocate_revs(&tx))?;
+        let (done, revs) = futures_util::try_join!(lookup_payment(&tx, &self), allocate_revs(&tx))?;
         if let Some(done) = done {
             return Ok(done);
         }
-        match pay_at(&tx, revs, self).await {
+        let attempt = match pay_at(&tx, revs, &self).await {
             Ok(receipt) => {
                 tx.commit().await?;
                 Ok(receipt)
             }
-            // Another process recorded the same mutation id first.
-            Err(Error::Conflict(_)) if cmid.is_some() => {
+            Err(e) => {
                 drop(tx);
-                let again = RetryKey {
-                    customer_id,
-                    client_mutation_id: cmid.as_deref(),
-                    digest: &digest,
-                };
-                lookup_payment(&client, again).await?.ok_or_else(|| {
-                    Error::busy("The payment conflicted with another; please retry.")
-                })
+                Err(e)
             }
-            Err(e) => Err(e),
-        }
+        };
+        // Another process recorded the same mutation id first: its payment.
+        let keyed = self.client_mutation_id.is_some();
+        idempotency::replay_after_race(attempt, keyed, "payment", || lookup_payment(&client, &self))
+            .await
     }
-}
-
-pub(super) struct RetryKey<'a> {
-    pub(super) customer_id: Uuid,
-    pub(super) client_mutation_id: Option<&'a str>,
-    pub(super) digest: &'a str,
-}
-
-async fn replay_payment<C: GenericClient + Sync>(
-    c: &C,
-    p: &RecordPayment,
-) -> Result<Option<PaymentReceipt>> {
-    let digest = p.digest();
-    let key = RetryKey {
-        customer_id: p.customer_id,
-        client_mutation_id: p.client_mutation_id.as_deref(),
-        digest: &digest,
-    };
-    lookup_payment(c, key).await
 }
 
 /// The receipt of the earlier payment with this mutation id, if any; 409
 /// when that id was used for a different payment.
 pub(super) async fn lookup_payment<C: GenericClient + Sync>(
     c: &C,
-    key: RetryKey<'_>,
+    p: &RecordPayment,
 ) -> Result<Option<PaymentReceipt>> {
-    let Some(cmid) = key.client_mutation_id else {
+    let columns = ["id", "amount", "balance_after", "created_at"];
+    let found = idempotency::lookup(c, p.key(), &p.digest(), &columns).await?;
+    let Some(row) = found.or_refuse("payment")? else {
         return Ok(None);
     };
-    let q = Query::select()
-        .columns([
-            "id",
-            "amount",
-            "balance_after",
-            "created_at",
-            "request_digest",
-        ])
-        .from("customer_ledger")
-        .and_where(Expr::col("customer_id").eq(key.customer_id))
-        .and_where(Expr::col("client_mutation_id").eq(cmid))
-        .to_owned();
-    let Some(row) = db::fetch_opt(c, &q).await? else {
-        return Ok(None);
-    };
-    if row.get::<_, Option<String>>("request_digest").as_deref() != Some(key.digest) {
-        return Err(Error::conflict(
-            "This client_mutation_id was already used for a different payment.",
-        ));
-    }
     let (amount, after): (Decimal, Decimal) = (row.get("amount"), row.get("balance_after"));
     Ok(Some(PaymentReceipt {
         ledger_id: row.get("id"),
-        customer_id: key.customer_id,
+        customer_id: p.customer_id,
         amount_paid: amount,
         previous_balance: after + amount,
         new_balance: after,
@@ -582,13 +550,13 @@ pub(super) async fn lookup_payment<C: GenericClient + Sync>(
 /// Records a payment in `tx`; the caller commits.
 pub async fn pay<C: GenericClient + Sync>(tx: &C, p: RecordPayment) -> Result<PaymentReceipt> {
     let revs = allocate_revs(tx).await?;
-    pay_at(tx, revs, p).await
+    pay_at(tx, revs, &p).await
 }
 
 async fn pay_at<C: GenericClient + Sync>(
     tx: &C,
     revs: Revs,
-    p: RecordPayment,
+    p: &RecordPayment,
 ) -> Result<PaymentReceipt> {
     let amount = p.amount;
     let moved = if amount > Decimal::ZERO {
@@ -601,14 +569,17 @@ async fn pay_at<C: GenericClient + Sync>(
             .and_where(Expr::col("current_balance").gte(amount))
             .returning(Query::returning().columns(COLUMNS))
             .to_owned();
-        let mutation = p.client_mutation_id.clone().map(|id| (id, p.digest()));
+        let mutation = p
+            .client_mutation_id
+            .clone()
+            .map(|id| (id, p.digest().into_string()));
         let entry = LedgerEntry {
             customer_id: p.customer_id,
             branch_id: Some(p.branch_id),
             transaction_type: "PAYMENT",
             amount,
             reference_id: None,
-            notes: p.notes,
+            notes: p.notes.clone(),
             user_id: p.user_id,
             mutation,
         };

@@ -23,11 +23,12 @@ use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
-use super::balance::{customer_change, ledger_change, lookup_payment, RetryKey};
+use super::balance::{customer_change, ledger_change, lookup_payment};
 use super::{Customer, LedgerRow, PaymentReceipt, RecordPayment};
 use crate::db::{self, Pool, Stmt};
 use crate::error::{Code, Error, Result};
 use crate::group_commit::{Desk, Group};
+use crate::idempotency;
 use crate::sync::changes;
 use crate::wire;
 use actors::runtime::Command;
@@ -142,7 +143,10 @@ async fn pay_all<C: GenericClient + Sync>(
             paid_at: read.now,
             replayed: false,
         }));
-        let mutation = p.client_mutation_id.clone().map(|id| (id, p.digest()));
+        let mutation = p
+            .client_mutation_id
+            .clone()
+            .map(|id| (id, p.digest().into_string()));
         moves.push((customer.clone(), before, ledger, mutation));
     }
     if !moves.is_empty() {
@@ -152,14 +156,9 @@ async fn pay_all<C: GenericClient + Sync>(
 }
 
 fn has_repeated_key(payments: &[RecordPayment]) -> bool {
-    let mut keys: Vec<(Uuid, &str)> = payments
+    idempotency::earlier_with_same_key(payments.iter().map(RecordPayment::key))
         .iter()
-        .filter_map(|p| Some((p.customer_id, p.client_mutation_id.as_deref()?)))
-        .collect();
-    let n = keys.len();
-    keys.sort_unstable();
-    keys.dedup();
-    keys.len() != n
+        .any(Option::is_some)
 }
 
 /// The refusal a payment alone gives when it is not within the balance.
@@ -182,18 +181,8 @@ async fn read<C: GenericClient + Sync>(tx: &C, payments: &[RecordPayment]) -> Re
     let mut users: Vec<Uuid> = payments.iter().map(|p| p.user_id).collect();
     users.sort_unstable();
     users.dedup();
-    let digests: Vec<String> = payments.iter().map(RecordPayment::digest).collect();
     // Polled in order, so sent in order: one round trip.
-    let lookups = futures_util::future::join_all(payments.iter().zip(&digests).map(|(p, d)| {
-        lookup_payment(
-            tx,
-            RetryKey {
-                customer_id: p.customer_id,
-                client_mutation_id: p.client_mutation_id.as_deref(),
-                digest: d,
-            },
-        )
-    }));
+    let lookups = futures_util::future::join_all(payments.iter().map(|p| lookup_payment(tx, p)));
     // The columns of `COLUMNS`, in its order (`Customer::from_row`).
     let lock = sea_query::raw_query!(
         PostgresQueryBuilder,

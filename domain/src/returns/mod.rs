@@ -47,6 +47,7 @@ use crate::cash_sessions;
 use crate::customers;
 use crate::db::{self, Pool, Stmt};
 use crate::error::{Code, Error, Result};
+use crate::idempotency::{self, Key, RequestDigest, Scope};
 use crate::input;
 use crate::paging::Page;
 use crate::role::{Action, Role};
@@ -78,7 +79,7 @@ impl Command for CreateReturn {
             return Ok(done);
         }
         let tx = client.transaction().await?;
-        match file(&tx, &r).await {
+        let attempt = match file(&tx, &r).await {
             Ok(note) => {
                 tx.commit().await?;
                 Ok(Outcome {
@@ -86,15 +87,14 @@ impl Command for CreateReturn {
                     replayed: false,
                 })
             }
-            // Another process stored the same mutation id first.
-            Err(Error::Conflict(_)) if r.client_mutation_id.is_some() => {
+            Err(e) => {
                 drop(tx);
-                replay(&client, &r)
-                    .await?
-                    .ok_or_else(|| Error::busy("The return conflicted with another; please retry."))
+                Err(e)
             }
-            Err(e) => Err(e),
-        }
+        };
+        // Another process stored the same mutation id first: its return.
+        let keyed = r.client_mutation_id.is_some();
+        idempotency::replay_after_race(attempt, keyed, "return", || replay(&client, &r)).await
     }
 }
 

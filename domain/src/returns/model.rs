@@ -136,15 +136,27 @@ impl ReturnRequest {
 
 impl NewReturn {
     /// What tells a retry from a different return under the same mutation id.
-    pub fn digest(&self) -> String {
-        let canonical = serde_json::json!({
+    pub fn digest(&self) -> RequestDigest {
+        RequestDigest::of_json(&serde_json::json!({
             "sale_id": self.sale_id,
             "lines": self.lines,
             "reason": self.reason,
             "refund_method": self.refund_method,
             "restock": self.restock,
-        });
-        hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
+        }))
+    }
+
+    /// The key its mutation id holds in `sale_returns`: the till's for a
+    /// pushed return, else the branch's.
+    pub fn key(&self) -> Option<Key<'_>> {
+        Some(Key {
+            table: "sale_returns",
+            scope: match self.device_id {
+                Some(device) => Scope::Device(device),
+                None => Scope::Branch(self.branch_id),
+            },
+            client_mutation_id: self.client_mutation_id.as_deref()?,
+        })
     }
 
     /// Whether the caller may issue the credit note at once (else it waits

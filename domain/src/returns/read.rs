@@ -201,29 +201,10 @@ pub async fn refund_approval_branch<C: GenericClient + Sync>(
 /// The earlier return of this request's mutation id, if any; 409 when the
 /// id was used for a different return.
 pub async fn replay<C: GenericClient + Sync>(c: &C, r: &NewReturn) -> Result<Option<Outcome>> {
-    let Some(cmid) = r.client_mutation_id.as_deref() else {
+    let found = idempotency::lookup(c, r.key(), &r.digest(), &["id"]).await?;
+    let Some(row) = found.or_refuse("return")? else {
         return Ok(None);
     };
-    let mut q = Query::select()
-        .columns(["id", "request_digest"])
-        .from("sale_returns")
-        .and_where(Expr::col("client_mutation_id").eq(cmid))
-        .to_owned();
-    match r.device_id {
-        Some(device) => q.and_where(Expr::col("device_id").eq(device)),
-        None => q
-            .and_where(Expr::col("branch_id").eq(r.branch_id))
-            .and_where(Expr::col("device_id").is_null()),
-    };
-    let Some(row) = db::fetch_opt(c, &q).await? else {
-        return Ok(None);
-    };
-    let digest: Option<String> = row.get("request_digest");
-    if digest.as_deref() != Some(r.digest().as_str()) {
-        return Err(Error::conflict(
-            "This client_mutation_id was already used for a different return.",
-        ));
-    }
     let note = get(c, row.get("id"))
         .await?
         .ok_or_else(|| Error::internal("replayed return vanished"))?;

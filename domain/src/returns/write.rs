@@ -232,7 +232,7 @@ pub async fn file<C: GenericClient + Sync>(tx: &C, r: &NewReturn) -> Result<Cred
             approval_id.into(),
             r.device_id.into(),
             r.client_mutation_id.clone().into(),
-            r.digest().into(),
+            r.digest().into_string().into(),
             r.user_id.into(),
             created_at.into(),
         ])

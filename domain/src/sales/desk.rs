@@ -5,6 +5,7 @@
 use crate::db::Pool;
 use crate::error::{Error, Result};
 use crate::group_commit::{Desk, Group};
+use crate::idempotency;
 use crate::sales::{self, CreateSale, NewSale, Outcome};
 use actors::runtime::Command;
 
@@ -40,11 +41,12 @@ pub async fn in_one_transaction(pool: &Pool, sales: &[NewSale]) -> Result<Vec<Re
     let mut tx = client.transaction().await?;
     // Pipelined: one round trip for the group's replay checks.
     let replays = futures_util::future::join_all(sales.iter().map(|s| sales::replay(&tx, s))).await;
-    let mut seen = std::collections::HashSet::new();
+    let earlier =
+        idempotency::earlier_with_same_key(sales.iter().map(|s| s.client_mutation_id.as_deref()));
     let mut later = Vec::new();
     let mut fresh: Vec<&NewSale> = Vec::new();
     let mut answers: Vec<Option<Result<Outcome>>> = Vec::with_capacity(sales.len());
-    for (k, (sale, replay)) in sales.iter().zip(replays).enumerate() {
+    for (k, ((sale, replay), earlier)) in sales.iter().zip(replays).zip(earlier).enumerate() {
         match replay {
             Ok(Some(done)) => answers.push(Some(Ok(done))),
             // A refusal, or the id used for a different sale (409): the
@@ -54,8 +56,7 @@ pub async fn in_one_transaction(pool: &Pool, sales: &[NewSale]) -> Result<Vec<Re
             }
             Err(fault) => return Err(fault),
             Ok(None) => {
-                let key = sale.client_mutation_id.as_deref();
-                if key.is_some_and(|k| !seen.insert(k)) {
+                if earlier.is_some() {
                     later.push(k);
                 } else {
                     fresh.push(sale);

@@ -250,7 +250,7 @@ fn plan_one(sale: &NewSale, locked: &mut Locked, counter: &mut Counter) -> Resul
         sale: made,
         pieces,
         overrides,
-        digest: sale.digest(),
+        digest: sale.digest().into_string(),
     })
 }
 

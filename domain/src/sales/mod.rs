@@ -41,6 +41,7 @@ use crate::coupons::{self, Coupon};
 use crate::customers;
 use crate::db::{self, Pool, Stmt};
 use crate::error::{Code, Error, Result};
+use crate::idempotency::{self, Key, RequestDigest, Scope};
 use crate::input;
 use crate::role::{Action, Role};
 use crate::stock::{self, Kind, Movement};
@@ -91,7 +92,7 @@ impl Command for CreateSale {
             return Ok(done);
         }
         let tx = client.transaction().await?;
-        match create(&tx, &sale).await {
+        let attempt = match create(&tx, &sale).await {
             Ok(created) => {
                 tx.commit().await?;
                 Ok(Outcome {
@@ -99,15 +100,14 @@ impl Command for CreateSale {
                     replayed: false,
                 })
             }
-            // Another process stored the same mutation id first.
-            Err(Error::Conflict(_)) if sale.client_mutation_id.is_some() => {
+            Err(e) => {
                 drop(tx);
-                replay(&client, &sale)
-                    .await?
-                    .ok_or_else(|| Error::busy("The sale conflicted with another; please retry."))
+                Err(e)
             }
-            Err(e) => Err(e),
-        }
+        };
+        // Another process stored the same mutation id first: its sale.
+        let keyed = sale.client_mutation_id.is_some();
+        idempotency::replay_after_race(attempt, keyed, "sale", || replay(&client, &sale)).await
     }
 }
 
@@ -116,28 +116,10 @@ pub(crate) async fn replay<C: GenericClient + Sync>(
     c: &C,
     sale: &NewSale,
 ) -> Result<Option<Outcome>> {
-    let Some(cmid) = sale.client_mutation_id.as_deref() else {
+    let found = idempotency::lookup(c, sale.key(), &sale.digest(), &["id"]).await?;
+    let Some(row) = found.or_refuse("sale")? else {
         return Ok(None);
     };
-    if sale.device_id.is_some() {
-        return Ok(None);
-    }
-    let q = Query::select()
-        .columns(["id", "request_digest"])
-        .from("sales")
-        .and_where(Expr::col("branch_id").eq(sale.branch_id))
-        .and_where(Expr::col("client_mutation_id").eq(cmid))
-        .and_where(Expr::col("device_id").is_null())
-        .to_owned();
-    let Some(row) = db::fetch_opt(c, &q).await? else {
-        return Ok(None);
-    };
-    let digest: Option<String> = row.get("request_digest");
-    if digest.as_deref() != Some(sale.digest().as_str()) {
-        return Err(Error::conflict(
-            "This client_mutation_id was already used for a different sale.",
-        ));
-    }
     let existing = get(c, row.get("id"))
         .await?
         .ok_or_else(|| Error::internal("replayed sale vanished"))?;

@@ -139,14 +139,26 @@ impl SaleRequest {
 impl NewSale {
     /// Digest of what the client asked for, to tell a retry from a different
     /// sale reusing a mutation id.
-    pub fn digest(&self) -> String {
-        let canonical = serde_json::json!({
+    pub fn digest(&self) -> RequestDigest {
+        RequestDigest::of_json(&serde_json::json!({
             "lines": self.lines,
             "payment_method": self.payment_method,
             "customer_id": self.customer_id,
             "prescription_id": self.prescription_id,
             "coupon_code": self.coupon_code,
-        });
-        hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
+        }))
+    }
+
+    /// The key a REST sale's mutation id holds in `sales`. A pushed sale
+    /// (with a device) has none here: the push ledger keeps its key.
+    pub fn key(&self) -> Option<Key<'_>> {
+        if self.device_id.is_some() {
+            return None;
+        }
+        Some(Key {
+            table: "sales",
+            scope: Scope::Branch(self.branch_id),
+            client_mutation_id: self.client_mutation_id.as_deref()?,
+        })
     }
 }

@@ -400,7 +400,7 @@ pub(super) fn store_stmts(s: &Sale, sale: &NewSale, coupon: Option<&Coupon>) -> 
             s.cash_session_id.into(),
             s.device_id.into(),
             s.client_mutation_id.clone().into(),
-            sale.digest().into(),
+            sale.digest().into_string().into(),
             s.previous_invoice_hash.clone().into(),
             s.invoice_hash.clone().into(),
             s.created_by.into(),

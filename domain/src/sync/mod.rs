@@ -2,7 +2,8 @@
 //! appends to (`changes`), the snapshot and change feed tills read (cut at
 //! the settled `horizon`, kept `live` for long polls), the
 //! devices they register, pushed changes applied in order with one effect
-//! per mutation id (`push`), and the conflicts a stale push leaves behind.
+//! per mutation id (`push`, counted in `metrics`), and the conflicts a
+//! stale push leaves behind.
 
 pub mod changes;
 pub mod conflicts;
@@ -10,6 +11,7 @@ pub mod devices;
 pub mod entities;
 pub mod horizon;
 pub mod live;
+pub mod metrics;
 pub mod push;
 pub mod snapshot;
 pub mod synced;

@@ -1,7 +1,6 @@
 //! `POST /sync/push`: a till's queued changes, handed to its device's actor.
 
 use actix_web::{web, HttpResponse};
-use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::Caller;
@@ -9,7 +8,7 @@ use crate::http::extract::{Json as Body, PushBodyLimit};
 use crate::state::AppState;
 use domain::error::Problem;
 use domain::sync::devices;
-use domain::sync::push::{Change, PushBatch, PushRequest, Pusher, MAX_CHANGES};
+use domain::sync::push::{Change, PushAnswer, PushBatch, PushRequest, Pusher, MAX_CHANGES};
 use domain::{Action, Error, Result};
 
 use actix_web::post;
@@ -23,40 +22,6 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .app_data(PushBodyLimit)
             .service(push),
     );
-}
-
-#[derive(Debug, ToSchema)]
-#[allow(dead_code)]
-pub struct AcceptedChange {
-    client_mutation_id: String,
-    /// The record's id (a sale's id for a sale).
-    id: String,
-    /// Sales only: the branch invoice counter value.
-    icv: Option<i64>,
-    /// Sales only.
-    invoice_number: Option<String>,
-}
-
-#[derive(Debug, ToSchema)]
-#[allow(dead_code)]
-pub struct RejectedChange {
-    client_mutation_id: String,
-    /// `invalid`, `not_found`, `forbidden`, `refused`, `unsupported`,
-    /// `conflict` or `idempotency_mismatch`.
-    code: String,
-    /// A readable reason; for `conflict`, the conflict's id.
-    message: String,
-    /// `conflict` only: the recorded conflict's id.
-    conflict_id: Option<String>,
-    /// `invalid` only, where one field is at fault.
-    field: Option<String>,
-}
-
-#[derive(Debug, ToSchema)]
-#[allow(dead_code)]
-pub struct PushAnswer {
-    accepted: Vec<AcceptedChange>,
-    rejected: Vec<RejectedChange>,
 }
 
 /// Applies a till's changes in order, each in its own transaction; batches

@@ -623,3 +623,63 @@ impl Drop for OtherProcess {
         .join();
     }
 }
+
+impl TestApp {
+    /// `body` posted to `path` `n` times at once, alternately through this
+    /// process and `other`: the answers, in the order sent.
+    pub async fn post_through_both(
+        &self,
+        other: &OtherProcess,
+        n: usize,
+        path: &str,
+        token: &str,
+        body: &Value,
+    ) -> Vec<(StatusCode, Value)> {
+        let bases = [self.base.clone(), other.base.clone()];
+        let tries = (0..n).map(|i| {
+            let req = self
+                .http
+                .post(format!("{}{path}", bases[i % 2]))
+                .bearer_auth(token)
+                .json(body);
+            async move {
+                let res = req.send().await.expect("request");
+                let status = res.status();
+                let text = res.text().await.expect("body");
+                (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+            }
+        });
+        futures_util::future::join_all(tries).await
+    }
+}
+
+/// One client mutation id sent many times at once: one answer made it
+/// (201), every other replays it (200, the same body). That one answer.
+pub fn assert_one_effect(answers: &[(StatusCode, Value)]) -> Value {
+    let made: Vec<&Value> = answers
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::CREATED)
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(made.len(), 1, "{answers:?}");
+    for (status, body) in answers {
+        if *status != StatusCode::CREATED {
+            assert_eq!(*status, StatusCode::OK, "{body}");
+            assert_eq!(body, made[0]);
+        }
+    }
+    made[0].clone()
+}
+
+/// The same id sent at once for a different request: each refused with
+/// the one mismatch conflict, naming what it was used for.
+pub fn assert_all_mismatched(answers: &[(StatusCode, Value)], what: &str) {
+    for (status, body) in answers {
+        assert_problem(*status, body, StatusCode::CONFLICT);
+        assert_eq!(
+            body["detail"],
+            format!("This client_mutation_id was already used for a different {what}."),
+            "{body}"
+        );
+    }
+}

@@ -13,10 +13,10 @@ pub(super) struct ApplySales {
 
 impl Command for ApplySales {
     type Error = crate::Error;
-    type Output = Vec<(bool, Json)>;
+    type Output = Vec<Answer>;
     const NAME: &'static str = "push_sales";
 
-    async fn run(self, pool: Pool) -> Result<Vec<(bool, Json)>> {
+    async fn run(self, pool: Pool) -> Result<Vec<Answer>> {
         let ApplySales {
             pusher,
             changes,
@@ -57,7 +57,7 @@ pub(super) async fn in_one_transaction(
     pool: &Pool,
     pusher: &Pusher,
     changes: &[Change],
-) -> Result<Vec<(bool, Json)>> {
+) -> Result<Vec<Answer>> {
     let mut client = pool.get().await?;
     let mut tx = client.transaction().await?;
     let claimed = claim_all(&tx, pusher.device_id, changes).await?;
@@ -119,20 +119,16 @@ pub(super) async fn in_one_transaction(
 /// The first answer of a pushed sale: accepted with its figures, or
 /// rejected as its refusal would be over REST.
 fn sale_answer(cmid: &str, made: Result<Sale>) -> Answered {
-    let (accepted, answer) = match made {
-        Ok(sale) => (
-            true,
-            json!({
-                "client_mutation_id": cmid,
-                "id": sale.id.to_string(),
-                "icv": sale.icv,
-                "invoice_number": sale.invoice_number,
-            }),
-        ),
-        Err(e) => (false, rejection(cmid, &e)),
+    let answer = match made {
+        Ok(sale) => Answer::Accepted(AcceptedChange {
+            client_mutation_id: cmid.to_owned(),
+            icv: Some(sale.icv),
+            id: sale.id.to_string(),
+            invoice_number: Some(sale.invoice_number),
+        }),
+        Err(e) => Answer::Rejected(rejection(cmid, &e)),
     };
     Answered {
-        accepted,
         answer,
         replay: None,
     }
@@ -153,11 +149,7 @@ pub(super) enum Verdict {
 /// Applies one change in its own transaction and answers `(accepted,
 /// entry)`. A client mistake is a rejection; a fault of ours or of the
 /// database stops the batch (the device retries; what was applied replays).
-pub(super) async fn apply_change(
-    pool: &Pool,
-    pusher: &Pusher,
-    change: Change,
-) -> Result<(bool, Json)> {
+pub(super) async fn apply_change(pool: &Pool, pusher: &Pusher, change: Change) -> Result<Answer> {
     let mut client = pool.get().await?;
     let mut tx = client.transaction().await?;
     let answered = apply_in(&mut tx, pusher, &change).await?;
@@ -191,19 +183,19 @@ pub(super) async fn apply_in(
             Err(e) => return Err(e),
         }
     };
-    let (accepted, answer, entity_id) = match verdict {
+    let (answer, entity_id) = match verdict {
         Ok(Verdict::Accepted {
             id,
             icv,
             invoice_number,
         }) => {
-            let answer = json!({
-                "client_mutation_id": cmid,
-                "id": id,
-                "icv": icv,
-                "invoice_number": invoice_number,
-            });
-            (true, answer, Some(id))
+            let answer = AcceptedChange {
+                client_mutation_id: cmid.to_owned(),
+                icv,
+                id: id.clone(),
+                invoice_number,
+            };
+            (Answer::Accepted(answer), Some(id))
         }
         Ok(Verdict::Conflict(c)) => {
             let entity_id = c.entity_id.to_string();
@@ -216,19 +208,17 @@ pub(super) async fn apply_in(
             };
             let id = conflicts::insert(&*tx, &origin, c).await?;
             let mut answer = rejected(cmid, Code::Conflict.as_str(), &id.to_string());
-            answer["conflict_id"] = json!(id);
-            (false, answer, Some(entity_id))
+            answer.conflict_id = Some(id.to_string());
+            (Answer::Rejected(answer), Some(entity_id))
         }
         Ok(Verdict::Unsupported(why)) => (
-            false,
-            rejected(cmid, Code::Unsupported.as_str(), &why),
+            Answer::Rejected(rejected(cmid, Code::Unsupported.as_str(), &why)),
             None,
         ),
-        Err(e) => (false, rejection(cmid, &e), None),
+        Err(e) => (Answer::Rejected(rejection(cmid, &e)), None),
     };
-    store_answer(tx, pusher.device_id, cmid, accepted, &answer, entity_id).await?;
+    store_answer(tx, pusher.device_id, cmid, &answer, entity_id).await?;
     Ok(Answered {
-        accepted,
         answer,
         replay: None,
     })

@@ -1,6 +1,9 @@
 //! The idempotency ledger of pushed changes: a change claims its (device,
 //! client mutation id) key, its answer is stored in the same commit, and a
-//! replay reads that answer back verbatim.
+//! replay reads that answer back verbatim. The key, the digest comparison
+//! and the mismatch text are `crate::idempotency`'s; what is push's own is
+//! the claim before the effect (a concurrent claimant waits on the key)
+//! and the stored answer.
 
 use super::*;
 
@@ -10,23 +13,21 @@ pub(super) const MAX_MESSAGE_CHARS: usize = 500;
 /// A change's answer, with what it is counted and logged as once its
 /// transaction has committed.
 pub(super) struct Answered {
-    pub(super) accepted: bool,
-    pub(super) answer: Json,
+    pub(super) answer: Answer,
     /// The metric label of an answer read back from `push_mutations`
     /// (`replayed`, `idempotency_mismatch`); `None` for a first answer.
     pub(super) replay: Option<&'static str>,
 }
 
 impl Answered {
-    pub(super) fn report(self, change: &Change) -> (bool, Json) {
+    pub(super) fn report(self, change: &Change) -> Answer {
         if let Some(label) = self.replay {
             count(&change.entity, label);
-            return (self.accepted, self.answer);
+            return self.answer;
         }
-        let outcome = if self.accepted {
-            "accepted"
-        } else {
-            self.answer["code"].as_str().unwrap_or("rejected")
+        let outcome = match &self.answer {
+            Answer::Accepted(_) => "accepted",
+            Answer::Rejected(r) => r.code.as_str(),
         };
         count(&change.entity, outcome);
         // Values the till sent are logged escaped (`?`): a newline in one
@@ -38,7 +39,7 @@ impl Answered {
             outcome,
             "push change"
         );
-        (self.accepted, self.answer)
+        self.answer
     }
 }
 
@@ -65,7 +66,7 @@ pub(super) async fn claim(
         .values_panic([
             device_id.into(),
             cmid.into(),
-            change.digest.clone().into(),
+            change.digest.as_str().into(),
             change.entity.clone().into(),
             change.op.clone().into(),
         ])
@@ -79,19 +80,13 @@ pub(super) async fn claim(
     if db::fetch_opt(tx, &insert).await?.is_some() {
         return Ok(None);
     }
-    let q = Query::select()
-        .columns(["request_digest", "outcome", "answer"])
-        .from("push_mutations")
-        .and_where(Expr::col("device_id").eq(device_id))
-        .and_where(Expr::col("client_mutation_id").eq(cmid))
-        .to_owned();
-    let row = db::fetch_one(tx, &q).await?;
-    let stored = Stored {
-        digest: row.get("request_digest"),
-        outcome: row.get("outcome"),
-        answer: row.get("answer"),
+    let key = Key {
+        table: "push_mutations",
+        scope: Scope::Device(device_id),
+        client_mutation_id: cmid,
     };
-    stored.answer_to(cmid, change).map(Some)
+    let row = db::fetch_one(tx, &key.select(&["outcome", "answer"])).await?;
+    Stored::from_row(&row).answer_to(cmid, change).map(Some)
 }
 
 /// A claimed key as `push_mutations` holds it.
@@ -103,27 +98,25 @@ pub(super) struct Stored {
 }
 
 impl Stored {
+    fn from_row(r: &tokio_postgres::Row) -> Stored {
+        Stored {
+            digest: r.get(idempotency::DIGEST_COLUMN),
+            outcome: r.get("outcome"),
+            answer: r.get("answer"),
+        }
+    }
+
     /// What a replay of `change` under this key answers: the stored answer
     /// verbatim, or `idempotency_mismatch` when the change differs.
     pub(super) fn answer_to(&self, cmid: &str, change: &Change) -> Result<Answered> {
-        if self.digest != change.digest {
-            return Ok(Answered {
-                accepted: false,
-                answer: rejected(
-                    cmid,
-                    Code::IdempotencyMismatch.as_str(),
-                    "This client_mutation_id was already used for a different change.",
-                ),
-                replay: Some("idempotency_mismatch"),
-            });
+        if !change.digest.matches(Some(&self.digest)) {
+            return Ok(mismatch(cmid));
         }
         let (Some(outcome), Some(answer)) = (&self.outcome, &self.answer) else {
             return Err(Error::busy("This change is being applied; please retry."));
         };
-        let answer: Json = serde_json::from_str(answer).map_err(Error::internal)?;
         Ok(Answered {
-            accepted: outcome == "accepted",
-            answer,
+            answer: Answer::from_text(outcome, answer).map_err(Error::internal)?,
             replay: Some("replayed"),
         })
     }
@@ -152,16 +145,7 @@ pub(super) async fn stored_answers<C: GenericClient + Sync>(
     Ok(db::raw_all(c, &q.sql, q.values)
         .await?
         .iter()
-        .map(|r| {
-            (
-                r.get("client_mutation_id"),
-                Stored {
-                    digest: r.get("request_digest"),
-                    outcome: r.get("outcome"),
-                    answer: r.get("answer"),
-                },
-            )
-        })
+        .map(|r| (r.get("client_mutation_id"), Stored::from_row(r)))
         .collect())
 }
 
@@ -186,7 +170,10 @@ pub(super) async fn claim_all(
         .iter()
         .map(|c| c.client_mutation_id.clone())
         .collect();
-    let digests: Vec<String> = changes.iter().map(|c| c.digest.clone()).collect();
+    let digests: Vec<String> = changes
+        .iter()
+        .map(|c| c.digest.as_str().to_owned())
+        .collect();
     let entities: Vec<String> = changes.iter().map(|c| c.entity.clone()).collect();
     let ops: Vec<String> = changes.iter().map(|c| c.op.clone()).collect();
     let insert = sea_query::raw_query!(
@@ -217,15 +204,16 @@ pub(super) async fn claim_all(
     let claimed: std::collections::HashSet<String> = claimed.iter().map(|r| r.get(0)).collect();
     let stored: std::collections::HashMap<String, &tokio_postgres::Row> =
         stored.iter().map(|r| (r.get(0), r)).collect();
-    let mut first: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let earlier = idempotency::earlier_with_same_key(
+        changes.iter().map(|c| Some(c.client_mutation_id.as_str())),
+    );
     let mut out = Vec::with_capacity(changes.len());
-    for (k, change) in changes.iter().enumerate() {
+    for (change, earlier) in changes.iter().zip(earlier) {
         let cmid = change.client_mutation_id.as_str();
-        if let Some(earlier) = first.get(cmid) {
-            out.push(Claim::Repeat(*earlier));
+        if let Some(earlier) = earlier {
+            out.push(Claim::Repeat(earlier));
             continue;
         }
-        first.insert(cmid, k);
         if claimed.contains(cmid) {
             out.push(Claim::New);
             continue;
@@ -233,7 +221,9 @@ pub(super) async fn claim_all(
         let row = stored
             .get(cmid)
             .ok_or_else(|| Error::internal("a claimed mutation id vanished"))?;
-        out.push(Claim::Stored(stored_answer(row, cmid, change)?));
+        out.push(Claim::Stored(
+            Stored::from_row(row).answer_to(cmid, change)?,
+        ));
     }
     Ok(out)
 }
@@ -242,32 +232,25 @@ pub(super) async fn claim_all(
 /// `first`'s answer replayed, or `idempotency_mismatch` when the payloads
 /// differ.
 pub(super) fn repeat_of(first: &Answered, first_change: &Change, change: &Change) -> Answered {
-    if first_change.digest != change.digest {
-        return Answered {
-            accepted: false,
-            answer: rejected(
-                &change.client_mutation_id,
-                Code::IdempotencyMismatch.as_str(),
-                "This client_mutation_id was already used for a different change.",
-            ),
-            replay: Some("idempotency_mismatch"),
-        };
+    if !change.digest.matches(Some(first_change.digest.as_str())) {
+        return mismatch(&change.client_mutation_id);
     }
     Answered {
-        accepted: first.accepted,
         answer: first.answer.clone(),
         replay: Some("replayed"),
     }
 }
 
-/// What an earlier commit answered for this key (or the mismatch).
-fn stored_answer(row: &tokio_postgres::Row, cmid: &str, change: &Change) -> Result<Answered> {
-    let stored = Stored {
-        digest: row.get("request_digest"),
-        outcome: row.get("outcome"),
-        answer: row.get("answer"),
-    };
-    stored.answer_to(cmid, change)
+/// The answer to a change reusing a mutation id for a different change.
+fn mismatch(cmid: &str) -> Answered {
+    Answered {
+        answer: Answer::Rejected(rejected(
+            cmid,
+            Code::IdempotencyMismatch.as_str(),
+            &idempotency::mismatch_message("change"),
+        )),
+        replay: Some("idempotency_mismatch"),
+    }
 }
 
 /// `store_answer` for a run: every new answer in one statement (replayed
@@ -287,11 +270,11 @@ pub(super) async fn store_answers(
             continue;
         }
         cmids.push(change.client_mutation_id.clone());
-        outcomes.push(if a.accepted { "accepted" } else { "rejected" }.to_owned());
-        answers.push(a.answer.to_string());
-        entity_ids.push(match a.accepted {
-            true => a.answer["id"].as_str().unwrap_or_default().to_owned(),
-            false => String::new(),
+        outcomes.push(a.answer.outcome().to_owned());
+        answers.push(a.answer.to_text().map_err(Error::internal)?);
+        entity_ids.push(match &a.answer {
+            Answer::Accepted(accepted) => accepted.id.clone(),
+            Answer::Rejected(_) => String::new(),
         });
     }
     if cmids.is_empty() {
@@ -313,16 +296,14 @@ pub(super) async fn store_answer(
     tx: &Transaction<'_>,
     device_id: Uuid,
     cmid: &str,
-    accepted: bool,
-    answer: &Json,
+    answer: &Answer,
     entity_id: Option<String>,
 ) -> Result<()> {
-    let outcome = if accepted { "accepted" } else { "rejected" };
     let q = Query::update()
         .table("push_mutations")
         .values([
-            ("outcome", outcome.into()),
-            ("answer", answer.to_string().into()),
+            ("outcome", answer.outcome().into()),
+            ("answer", answer.to_text().map_err(Error::internal)?.into()),
             ("entity_id", entity_id.into()),
         ])
         .and_where(Expr::col("device_id").eq(device_id))
@@ -344,22 +325,28 @@ pub(super) fn rejects(e: &Error) -> bool {
     )
 }
 
-pub(super) fn rejected(cmid: &str, code: &str, message: &str) -> Json {
+pub(super) fn rejected(cmid: &str, code: &str, message: &str) -> RejectedChange {
     let message = match message.char_indices().nth(MAX_MESSAGE_CHARS) {
         Some((cut, _)) => format!("{}…", &message[..cut]),
         None => message.to_owned(),
     };
-    json!({"client_mutation_id": cmid, "code": code, "message": message})
+    RejectedChange {
+        client_mutation_id: cmid.to_owned(),
+        code: code.to_owned(),
+        conflict_id: None,
+        field: None,
+        message,
+    }
 }
 
 /// A refused change answers with the code the same refusal has over REST.
-pub(super) fn rejection(cmid: &str, e: &Error) -> Json {
+pub(super) fn rejection(cmid: &str, e: &Error) -> RejectedChange {
     let mut answer = rejected(cmid, e.code().as_str(), &e.to_string());
     if let Error::Validation {
         field: Some(field), ..
     } = e
     {
-        answer["field"] = json!(field);
+        answer.field = Some(field.clone());
     }
     answer
 }

@@ -21,9 +21,11 @@
 //! the branch's actor.
 //!
 //! Where things are: `parse` (a change's shape and payload fields),
-//! `ledger` (claiming a mutation id, storing and replaying answers), `apply`
-//! (the effects, sales runs and their fallback), and here the device
-//! actor's batch command.
+//! `answer` (the typed answers, as served, stored and replayed), `ledger`
+//! (claiming a mutation id, storing and replaying answers, on the shared
+//! key, digest and mismatch rule of `crate::idempotency`), `apply` (the
+//! effects, sales runs and their fallback), and here the device actor's
+//! batch command.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -32,24 +34,26 @@ use chrono::{DateTime, Duration, Utc};
 use deadpool_postgres::{GenericClient, Transaction};
 use sea_query::{Expr, ExprTrait, OnConflict, Query};
 use serde_json::{json, Value as Json};
-use sha2::{Digest, Sha256};
 use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::db::Pool;
 use crate::error::Code;
+use crate::idempotency::{self, Key, RequestDigest, Scope};
 use crate::sales::{NewSale, Sale, SaleRequest};
 use crate::{db, Action, Command, Error, Registry, Result, Role};
-use actors::metrics::{SYNC_CHANGES, SYNC_PUSH_SECONDS};
 
 use crate::sync::conflicts::{self, NewConflict, Origin};
 use crate::sync::devices;
 use crate::sync::entities::{same, Entity};
+use crate::sync::metrics::{SYNC_CHANGES, SYNC_PUSH_SECONDS};
 
+mod answer;
 mod apply;
 mod ledger;
 mod parse;
 
+pub use answer::*;
 use apply::*;
 use ledger::*;
 pub use parse::*;
@@ -73,14 +77,6 @@ pub struct Pusher {
     pub org_id: Uuid,
 }
 
-/// The push answer: `accepted[]` and `rejected[]`, each entry exactly as
-/// first answered for its mutation id.
-#[derive(Debug, Default, serde::Serialize)]
-pub struct PushOutcome {
-    pub accepted: Vec<Json>,
-    pub rejected: Vec<Json>,
-}
-
 /// A push batch for the device's actor.
 pub struct PushBatch {
     pub pusher: Pusher,
@@ -91,10 +87,10 @@ pub struct PushBatch {
 
 impl Command for PushBatch {
     type Error = crate::Error;
-    type Output = PushOutcome;
+    type Output = PushAnswer;
     const NAME: &'static str = "push_batch";
 
-    async fn run(self, pool: Pool) -> Result<PushOutcome> {
+    async fn run(self, pool: Pool) -> Result<PushAnswer> {
         let span = self.span.clone();
         async move {
             let started = Instant::now();
@@ -119,7 +115,7 @@ impl Command for PushBatch {
 }
 
 impl PushBatch {
-    async fn apply(mut self, pool: &Pool) -> Result<PushOutcome> {
+    async fn apply(mut self, pool: &Pool) -> Result<PushAnswer> {
         // Checked again here, in order with the device's other batches: a
         // batch queued before a revocation is refused once it is revoked.
         let client = pool.get().await?;
@@ -132,7 +128,7 @@ impl PushBatch {
         devices::touch(&client, device.id).await?;
         let stored = stored_answers(&client, device.id, &self.changes).await?;
         drop(client);
-        let mut outcome = PushOutcome::default();
+        let mut outcome = PushAnswer::default();
         let mut changes = std::mem::take(&mut self.changes).into_iter().peekable();
         let replay = |c: &Change| stored.get(&c.client_mutation_id);
         while let Some(change) = changes.next() {
@@ -168,16 +164,6 @@ impl PushBatch {
             }
         }
         Ok(outcome)
-    }
-}
-
-impl PushOutcome {
-    fn add(&mut self, (accepted, answer): (bool, Json)) {
-        if accepted {
-            self.accepted.push(answer);
-        } else {
-            self.rejected.push(answer);
-        }
     }
 }
 
@@ -220,8 +206,7 @@ mod tests {
         });
         let change = Change::parse(&raw, 0).expect("a well-formed change");
         let answered = Answered {
-            accepted: false,
-            answer: json!({"code": "unsupported"}),
+            answer: Answer::Rejected(rejected("m-1", "unsupported", "")),
             replay: None,
         };
         let out = captured_logs(|| {
@@ -245,7 +230,7 @@ mod tests {
         });
         assert!(Change::parse(&raw, 3).is_err());
         let answer = rejected("m", "invalid", &"z".repeat(10_000));
-        let message = answer["message"].as_str().unwrap_or_default();
+        let message = answer.message;
         assert_eq!(message.chars().count(), MAX_MESSAGE_CHARS + 1);
     }
 }

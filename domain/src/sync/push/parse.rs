@@ -48,7 +48,7 @@ pub struct Change {
     pub entity: String,
     pub op: String,
     pub payload: Json,
-    pub(super) digest: String,
+    pub(super) digest: RequestDigest,
 }
 
 impl Change {
@@ -94,13 +94,14 @@ impl Change {
             }
         }
         let payload = Json::Object(typed.payload);
-        let canonical = json!({"entity": entity, "op": op, "payload": payload});
+        let digest =
+            RequestDigest::of_json(&json!({"entity": entity, "op": op, "payload": payload}));
         Ok(Change {
             client_mutation_id: cmid.to_owned(),
             entity: entity.to_owned(),
             op: op.to_owned(),
             payload,
-            digest: hex::encode(Sha256::digest(canonical.to_string().as_bytes())),
+            digest,
         })
     }
 }

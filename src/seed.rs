@@ -595,6 +595,7 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
                     device_id: None,
                     client_mutation_id: None,
                     occurred_at: Some(std::cmp::min(at, Utc::now())),
+                    signer: None,
                 };
                 // A line that runs out of sellable stock just skips the sale.
                 match sales::create(tx, &sale).await {
@@ -620,6 +621,7 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
                 notes: "Part payment".to_owned(),
                 user_id: user,
                 client_mutation_id: None,
+                signer: None,
             };
             domain::customers::pay(tx, payment).await?;
         }

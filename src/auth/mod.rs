@@ -9,6 +9,7 @@ use std::pin::Pin;
 
 use actix_web::{dev::Payload, http::header, web, FromRequest, HttpRequest};
 use deadpool_postgres::GenericClient;
+use domain::db::Pool;
 use uuid::Uuid;
 
 use crate::state::AppState;
@@ -120,7 +121,8 @@ impl FromRequest for Caller {
 /// whose account and session are not checked yet. `check_with` checks them
 /// pipelined with the request's first statement on one connection, so the
 /// check costs the request no round trip and no connection of its own. The
-/// hot reads take it; every other route takes [`Caller`].
+/// hot reads take it, and the sales and payments, whose caller check goes
+/// with their group's first statement; every other route takes [`Caller`].
 pub struct Signed {
     claimed: Caller,
 }
@@ -170,16 +172,24 @@ impl Signed {
         Ok((caller, found?))
     }
 
+    /// What the check compares, for a request whose first statement runs
+    /// elsewhere (a branch's group writer checks it there).
+    pub fn signer(&self) -> sessions::Signer {
+        sessions::Signer {
+            user_id: self.claimed.user_id,
+            session_id: self.claimed.session_id,
+            token_version: self.claimed.token_version,
+        }
+    }
+
     /// `decided` itself, unless it is a refusal: then the check runs alone
     /// first (a round trip), so a dead token still gets its 401 before any
     /// other answer, as with [`Caller`].
-    pub async fn refuse_after_check<C, T>(&self, client: &C, decided: Result<T>) -> Result<T>
-    where
-        C: GenericClient + Sync,
-    {
+    pub async fn refuse_after_check<T>(&self, pool: &Pool, decided: Result<T>) -> Result<T> {
         if decided.is_err() {
             let c = &self.claimed;
-            let state = sessions::token_state(client, c.user_id, c.session_id).await?;
+            let client = pool.get().await?;
+            let state = sessions::token_state(&client, c.user_id, c.session_id).await?;
             verdict(state, c.user_id, c.session_id, c.token_version)?;
         }
         decided

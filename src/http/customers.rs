@@ -66,10 +66,10 @@ pub async fn get(
     signed: Signed,
     id: web::Path<String>,
 ) -> Result<HttpResponse> {
-    let client = state.pool.get().await?;
     let id = signed
-        .refuse_after_check(&client, path_id(&id, "Customer"))
+        .refuse_after_check(&state.pool, path_id(&id, "Customer"))
         .await?;
+    let client = state.pool.get().await?;
     let (_, customer) = signed
         .check_with(&client, customers::get(&client, id))
         .await?;
@@ -194,31 +194,40 @@ pub struct PaymentRequest {
 #[post("/customers/{id}/payments")]
 pub async fn pay(
     state: web::Data<AppState>,
-    caller: Caller,
+    signed: Signed,
     id: web::Path<String>,
     Json(body): Json<PaymentRequest>,
 ) -> Result<HttpResponse> {
-    caller.require(Action::TakeCustomerPayment)?;
-    let customer_id = path_id(&id, "Customer")?;
-    let branch_id = caller.branch_scope(body.branch_id)?;
-    // Sign and size are judged against the balance in the transaction, so the
-    // refusal can name both figures; here only the form.
-    input::amount("amount", body.amount.abs())?;
-    let payment = RecordPayment {
-        customer_id,
-        branch_id,
-        amount: body.amount.normalize(),
-        notes: input::text(
-            "notes",
-            body.notes.as_deref().unwrap_or_default(),
-            input::max::NOTES,
-        )?,
-        user_id: caller.user_id,
-        client_mutation_id: body
-            .client_mutation_id
-            .map(|c| input::required_text("client_mutation_id", &c, 200))
-            .transpose()?,
-    };
+    // The caller as its token states it; the group writer checks the token
+    // with the payment's first statement.
+    let caller = signed.claimed();
+    let decided = (|| {
+        caller.require(Action::TakeCustomerPayment)?;
+        let customer_id = path_id(&id, "Customer")?;
+        let branch_id = caller.branch_scope(body.branch_id)?;
+        // Sign and size are judged against the balance in the transaction, so the
+        // refusal can name both figures; here only the form.
+        input::amount("amount", body.amount.abs())?;
+        Ok(RecordPayment {
+            customer_id,
+            branch_id,
+            amount: body.amount.normalize(),
+            notes: input::text(
+                "notes",
+                body.notes.as_deref().unwrap_or_default(),
+                input::max::NOTES,
+            )?,
+            user_id: caller.user_id,
+            client_mutation_id: body
+                .client_mutation_id
+                .clone()
+                .map(|c| input::required_text("client_mutation_id", &c, 200))
+                .transpose()?,
+            signer: Some(signed.signer()),
+        })
+    })();
+    let payment = signed.refuse_after_check(&state.pool, decided).await?;
+    let branch_id = payment.branch_id;
     let receipt = state
         .payments
         .submit(&state.actors, branch_id, payment)

@@ -72,15 +72,15 @@ pub async fn get(
     id: web::Path<String>,
     Query(q): Query<MedicineQuery>,
 ) -> Result<HttpResponse> {
-    let client = state.pool.get().await?;
     let id = signed
-        .refuse_after_check(&client, path_id(&id, "Medicine"))
+        .refuse_after_check(&state.pool, path_id(&id, "Medicine"))
         .await?;
     // Whose stock the read shows: a branch caller's own branch; an admin the
     // branch it names, or the whole chain.
     let scope = signed
-        .refuse_after_check(&client, signed.claimed().branch_filter(q.branch_id))
+        .refuse_after_check(&state.pool, signed.claimed().branch_filter(q.branch_id))
         .await?;
+    let client = state.pool.get().await?;
     let (_, medicine) = signed
         .check_with(&client, medicines::get(&client, id, scope))
         .await?;

@@ -6,7 +6,7 @@ use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::auth::Caller;
+use crate::auth::{Caller, Signed};
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::error::Problem;
@@ -38,12 +38,18 @@ pub fn configure(cfg: &mut ServiceConfig) {
 #[post("/sales")]
 pub async fn create(
     state: web::Data<AppState>,
-    caller: Caller,
+    signed: Signed,
     Json(body): Json<SaleRequest>,
 ) -> Result<HttpResponse> {
-    caller.require(Action::Sell)?;
-    let branch_id = caller.branch_scope(body.branch_id)?;
-    let sale = body.validate(branch_id, caller.user_id, caller.role)?;
+    // The caller as its token states it; the group writer checks the token
+    // with the sale's first statement.
+    let caller = signed.claimed();
+    let decided = caller.require(Action::Sell).and_then(|()| {
+        let branch_id = caller.branch_scope(body.branch_id)?;
+        body.validate(branch_id, caller.user_id, caller.role)
+    });
+    let mut sale = signed.refuse_after_check(&state.pool, decided).await?;
+    sale.signer = Some(signed.signer());
     let outcome = state
         .sales
         .submit(&state.actors, sale.branch_id, sale)

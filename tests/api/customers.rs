@@ -290,6 +290,7 @@ async fn thirty_concurrent_payments_of_ten_against_a_hundred_leave_ten_successes
                 notes: String::new(),
                 user_id: user,
                 client_mutation_id: None,
+                signer: None,
             };
             payment.run(pool).await.is_ok()
         }
@@ -567,6 +568,7 @@ async fn concurrent_first_attempts_with_one_mutation_id_pay_once() {
                 notes: String::new(),
                 user_id: admin_user.id,
                 client_mutation_id: Some("same".to_owned()),
+                signer: None,
             };
             payment.run(pool).await
         }
@@ -591,5 +593,52 @@ async fn concurrent_first_attempts_with_one_mutation_id_pay_once() {
         .unwrap()
         .get(0);
     assert_eq!(payments, 1);
+    app.assert_invariants().await;
+}
+
+/// `POST /customers/{id}/payments` checks its caller with the group's
+/// first statement: a signed-out cashier's payments answer 401 and leave
+/// the balance as it was, alone or in one group with a live cashier's.
+#[tokio::test]
+async fn a_dead_token_pays_nothing_alone_or_among_a_group() {
+    let app = TestApp::spawn().await;
+    let branch = app.branch("B1").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let (_, cashier) = app.signed_in(branch, Role::Cashier).await;
+    let (_, gone) = app.signed_in(branch, Role::Cashier).await;
+    let c = customer(
+        &app,
+        &admin,
+        json!({"name": "Debtor", "is_credit_allowed": true, "credit_limit": 100000}),
+    )
+    .await;
+    owe(&app, &admin, branch, &c, 50000).await;
+    let path = format!("/customers/{}/payments", c["id"].as_str().unwrap());
+    let (status, body) = app.post(&path, &gone, json!({"amount": 100})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = app
+        .call(Method::POST, "/auth/logout", Some(&gone), None)
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+
+    let (status, body) = app.post(&path, &gone, json!({"amount": 100})).await;
+    assert_problem(status, &body, StatusCode::UNAUTHORIZED);
+    // Refused before its request is judged: a negative amount is no 400 here.
+    let (status, body) = app.post(&path, &gone, json!({"amount": -5})).await;
+    assert_problem(status, &body, StatusCode::UNAUTHORIZED);
+
+    let live = (0..12).map(|_| app.post(&path, &cashier, json!({"amount": 100})));
+    let dead = (0..6).map(|_| app.post(&path, &gone, json!({"amount": 100})));
+    let (live, dead) = futures_util::join!(join_all(live), join_all(dead));
+    for (status, body) in live {
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    for (status, body) in dead {
+        assert_problem(status, &body, StatusCode::UNAUTHORIZED);
+    }
+    let (_, read) = app
+        .get(&format!("/customers/{}", c["id"].as_str().unwrap()), &admin)
+        .await;
+    assert_eq!(read["current_balance"], "48700.00", "50000 - 13 × 100");
     app.assert_invariants().await;
 }

@@ -111,6 +111,10 @@ fn id(v: &Value) -> Uuid {
     v["id"].as_str().unwrap().parse().unwrap()
 }
 
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a short-lived list of test operations"
+)]
 enum Op {
     Sale(NewSale),
     Payment(Uuid, Decimal),
@@ -149,6 +153,7 @@ fn random_op(rng: &mut StdRng, w: &World, n: usize) -> Op {
                 .unwrap()
                 + chrono::Duration::seconds(n as i64),
         ),
+        signer: None,
     };
     if rng.gen_ratio(1, 3) {
         sale.user_id = w.pharmacist;
@@ -288,6 +293,7 @@ fn payment(w: &World, customer: Uuid, amount: Decimal) -> RecordPayment {
         notes: String::new(),
         user_id: w.cashier,
         client_mutation_id: None,
+        signer: None,
     }
 }
 

@@ -1,7 +1,7 @@
 use std::collections::HashSet;
 
 use futures_util::future::join_all;
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -938,4 +938,60 @@ async fn the_database_refuses_a_line_whose_medicine_is_not_its_batchs() {
         wrong.code(),
         Some(&tokio_postgres::error::SqlState::FOREIGN_KEY_VIOLATION)
     );
+}
+
+/// `POST /sales` checks its caller with the group's first statement: a
+/// signed-out or deactivated seller's sales answer 401 and make nothing,
+/// alone or in one group with a live seller's sales (which all stand), and
+/// a dead token is refused before its request is judged.
+#[tokio::test]
+async fn a_dead_token_sells_nothing_alone_or_among_a_group() {
+    let shop = Shop::open().await;
+    let m = shop
+        .stocked(json!({"name": "Zinc", "selling_price": 100}), 1000)
+        .await;
+    let (_, gone) = shop.app.signed_in(shop.branch, Role::Cashier).await;
+    let (status, body) = shop.sell(&gone, one(&m, 1)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = shop
+        .app
+        .call(Method::POST, "/auth/logout", Some(&gone), None)
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+
+    let (status, body) = shop.sell(&gone, one(&m, 1)).await;
+    assert_problem(status, &body, StatusCode::UNAUTHORIZED);
+    // Refused before its request is judged: an empty sale is no 400 here.
+    let (status, body) = shop
+        .sell(&gone, json!({"items": [], "payment_method": "cash"}))
+        .await;
+    assert_problem(status, &body, StatusCode::UNAUTHORIZED);
+
+    let live = (0..20).map(|_| shop.sell(&shop.cashier, one(&m, 1)));
+    let dead = (0..10).map(|_| shop.sell(&gone, one(&m, 1)));
+    let (live, dead) = futures_util::join!(join_all(live), join_all(dead));
+    for (status, body) in live {
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    for (status, body) in dead {
+        assert_problem(status, &body, StatusCode::UNAUTHORIZED);
+    }
+
+    let (deactivated, token) = shop.app.signed_in(shop.branch, Role::Cashier).await;
+    let (status, body) = shop
+        .app
+        .call(
+            Method::PUT,
+            &format!("/users/{}", deactivated.id),
+            Some(&shop.admin),
+            Some(json!({"is_active": false})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = shop.sell(&token, one(&m, 1)).await;
+    assert_problem(status, &body, StatusCode::UNAUTHORIZED);
+
+    assert_eq!(shop.scalar("SELECT count(*) FROM sales").await, 21);
+    assert_eq!(shop.stock_of(&m).await, 1000 - 21);
+    shop.app.assert_invariants().await;
 }

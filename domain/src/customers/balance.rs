@@ -19,6 +19,7 @@ use crate::db::{self, Stmt};
 use crate::error::{Code, Error, Result};
 use crate::idempotency::{self, Key, RequestDigest, Scope};
 use crate::sync::changes::{self, Change, Op};
+use crate::users::sessions::{self, Signer};
 use crate::wire;
 
 /// The snapshot Customer shape (numbers, 0/1 flags), plus `rev`.
@@ -470,6 +471,9 @@ pub struct RecordPayment {
     pub user_id: Uuid,
     /// The client's id for this payment: a retry with it has one effect.
     pub client_mutation_id: Option<String>,
+    /// The token to check with the payment's first statement, when the
+    /// caller was not checked before (`POST /customers/{id}/payments`).
+    pub signer: Option<Signer>,
 }
 
 impl RecordPayment {
@@ -501,9 +505,16 @@ impl actors::runtime::Command for RecordPayment {
     async fn run(self, pool: crate::db::Pool) -> Result<PaymentReceipt> {
         let mut client = pool.get().await?;
         let tx = client.transaction().await?;
-        // The retry lookup goes out with the rev allocation (one round trip);
-        // a replay drops the transaction, which rolls the allocation back.
-        let (done, revs) = futures_util::try_join!(lookup_payment(&tx, &self), allocate_revs(&tx))?;
+        // The caller check and the retry lookup go out with the rev
+        // allocation (one round trip); a refusal or a replay drops the
+        // transaction, which rolls the allocation back.
+        let (checked, done, revs) = futures_util::join!(
+            sessions::check_signers(&tx, std::slice::from_ref(&self.signer)),
+            lookup_payment(&tx, &self),
+            allocate_revs(&tx)
+        );
+        checked?.into_iter().try_for_each(|c| c)?;
+        let (done, revs) = (done?, revs?);
         if let Some(done) = done {
             return Ok(done);
         }

@@ -30,6 +30,7 @@ use crate::error::{Code, Error, Result};
 use crate::group_commit::{Desk, Group};
 use crate::idempotency;
 use crate::sync::changes;
+use crate::users::sessions;
 use crate::wire;
 use actors::runtime::Command;
 
@@ -67,6 +68,8 @@ type Move = (Customer, Decimal, LedgerRow, Option<(String, String)>);
 
 /// What the group read and locked in its first round trip.
 struct Read {
+    /// Per payment: whether its caller's token still stands.
+    checks: Vec<Result<()>>,
     /// Per payment: the earlier receipt of its mutation id, a refusal of
     /// that id, or nothing (a new payment).
     replays: Vec<Result<Option<PaymentReceipt>>>,
@@ -91,8 +94,18 @@ async fn pay_all<C: GenericClient + Sync>(
     let mut answers = Vec::with_capacity(payments.len());
     let mut moves: Vec<Move> = Vec::new();
     let mut revs = std::mem::take(&mut read.revs).into_iter();
-    for (p, replay) in payments.iter().zip(std::mem::take(&mut read.replays)) {
+    let checks = std::mem::take(&mut read.checks);
+    for ((p, replay), check) in payments
+        .iter()
+        .zip(std::mem::take(&mut read.replays))
+        .zip(checks)
+    {
         let (customer_rev, ledger_rev) = (revs.next(), revs.next());
+        if let Err(refused) = check {
+            // The caller's token no longer stands: its 401, nothing paid.
+            answers.push(Err(refused));
+            continue;
+        }
         match replay {
             Ok(Some(done)) => {
                 answers.push(Ok(done));
@@ -195,20 +208,23 @@ async fn read<C: GenericClient + Sync>(tx: &C, payments: &[RecordPayment]) -> Re
         "SELECT id, full_name FROM users WHERE id = ANY({users})"
     );
     let now = sea_query::raw_query!(PostgresQueryBuilder, "SELECT now()");
-    let (replays, found) = futures_util::join!(lookups, async {
-        futures_util::try_join!(
-            db::raw_all(tx, &lock.sql, lock.values.clone()),
-            db::raw_all(tx, &names.sql, names.values.clone()),
-            db::raw_all(tx, &now.sql, now.values.clone()),
-            changes::allocate_many(tx, payments.len() * 2),
-        )
-    });
+    let signers: Vec<_> = payments.iter().map(|p| p.signer).collect();
+    let (checks, replays, found) =
+        futures_util::join!(sessions::check_signers(tx, &signers), lookups, async {
+            futures_util::try_join!(
+                db::raw_all(tx, &lock.sql, lock.values.clone()),
+                db::raw_all(tx, &names.sql, names.values.clone()),
+                db::raw_all(tx, &now.sql, now.values.clone()),
+                changes::allocate_many(tx, payments.len() * 2),
+            )
+        });
     let (locked, names, now, revs) = found?;
     let now = now
         .first()
         .map(|r| r.get(0))
         .ok_or_else(|| Error::internal("now() returned no row"))?;
     Ok(Read {
+        checks: checks?,
         replays,
         customers: locked
             .iter()

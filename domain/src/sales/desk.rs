@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::group_commit::{Desk, Group};
 use crate::idempotency;
 use crate::sales::{self, CreateSale, NewSale, Outcome};
+use crate::users::sessions;
 use actors::runtime::Command;
 
 /// Sales, grouped per branch.
@@ -39,14 +40,31 @@ impl Group for Sales {
 pub async fn in_one_transaction(pool: &Pool, sales: &[NewSale]) -> Result<Vec<Result<Outcome>>> {
     let mut client = pool.get().await?;
     let mut tx = client.transaction().await?;
-    // Pipelined: one round trip for the group's replay checks.
-    let replays = futures_util::future::join_all(sales.iter().map(|s| sales::replay(&tx, s))).await;
+    // Pipelined: one round trip for the callers' checks and the group's
+    // replay checks.
+    let signers: Vec<_> = sales.iter().map(|s| s.signer).collect();
+    let (checked, replays) = futures_util::join!(
+        sessions::check_signers(&tx, &signers),
+        futures_util::future::join_all(sales.iter().map(|s| sales::replay(&tx, s)))
+    );
     let earlier =
         idempotency::earlier_with_same_key(sales.iter().map(|s| s.client_mutation_id.as_deref()));
     let mut later = Vec::new();
     let mut fresh: Vec<&NewSale> = Vec::new();
     let mut answers: Vec<Option<Result<Outcome>>> = Vec::with_capacity(sales.len());
-    for (k, ((sale, replay), earlier)) in sales.iter().zip(replays).zip(earlier).enumerate() {
+    let checked = checked?;
+    for (k, (((sale, replay), earlier), check)) in sales
+        .iter()
+        .zip(replays)
+        .zip(earlier)
+        .zip(checked)
+        .enumerate()
+    {
+        if let Err(refused) = check {
+            // The caller's token no longer stands: its 401, nothing made.
+            answers.push(Some(Err(refused)));
+            continue;
+        }
         match replay {
             Ok(Some(done)) => answers.push(Some(Ok(done))),
             // A refusal, or the id used for a different sale (409): the

@@ -46,6 +46,7 @@ use crate::input;
 use crate::role::{Action, Role};
 use crate::stock::{self, Kind, Movement};
 use crate::sync::changes::{self, Change, Op};
+use crate::users::sessions;
 use crate::wire;
 use actors::runtime::Command;
 
@@ -88,7 +89,13 @@ impl Command for CreateSale {
     async fn run(self, pool: Pool) -> Result<Outcome> {
         let mut client = pool.get().await?;
         let sale = self.0;
-        if let Some(done) = replay(&client, &sale).await? {
+        // The caller check goes out with the retry lookup: one round trip.
+        let (checked, done) = futures_util::join!(
+            sessions::check_signers(&client, std::slice::from_ref(&sale.signer)),
+            replay(&client, &sale)
+        );
+        checked?.into_iter().try_for_each(|c| c)?;
+        if let Some(done) = done? {
             return Ok(done);
         }
         let tx = client.transaction().await?;

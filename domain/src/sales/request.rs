@@ -2,6 +2,7 @@
 //! the checked sale a branch actor makes.
 
 use super::*;
+use crate::users::sessions::Signer;
 
 pub const PAYMENT_METHODS: [&str; 4] = ["cash", "card", "mobile_money", "credit"];
 
@@ -58,6 +59,9 @@ pub struct NewSale {
     pub client_mutation_id: Option<String>,
     /// When the sale happened, if not now (a till that sold offline; demo data).
     pub occurred_at: Option<DateTime<Utc>>,
+    /// The token to check with the sale's first statement, when the caller
+    /// was not checked before (`POST /sales`).
+    pub signer: Option<Signer>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -132,6 +136,7 @@ impl SaleRequest {
             device_id: None,
             client_mutation_id,
             occurred_at: None,
+            signer: None,
         })
     }
 }

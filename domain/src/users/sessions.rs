@@ -66,6 +66,19 @@ pub struct TokenState {
     pub session_live: bool,
 }
 
+impl TokenState {
+    fn of(r: &tokio_postgres::Row) -> TokenState {
+        TokenState {
+            role: r.get("role"),
+            branch_id: r.get("branch_id"),
+            org_id: r.get("org_id"),
+            active: r.get("active"),
+            token_version: r.get("token_version"),
+            session_live: r.get("session_live"),
+        }
+    }
+}
+
 /// The token state, if a token of `token_version` still stands on it; else
 /// the 401 the token gets (the account is gone or inactive, the token's
 /// version is not the user's, or its session was signed out).
@@ -88,6 +101,52 @@ pub fn standing(state: Option<TokenState>, token_version: i64) -> Result<TokenSt
     Ok(state)
 }
 
+/// Who made a request, as its access token states it: what the caller
+/// check compares, run with the request's first statement where the
+/// request is made (a branch's group writer) instead of before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signer {
+    pub user_id: Uuid,
+    pub session_id: Uuid,
+    pub token_version: i64,
+}
+
+/// Whether each signer's token still stands (`standing`), in one statement
+/// of constant text. `None` (a request checked before) stands.
+pub async fn check_signers<C: GenericClient + Sync>(
+    c: &C,
+    signers: &[Option<Signer>],
+) -> Result<Vec<Result<()>>> {
+    if signers.iter().all(Option::is_none) {
+        return Ok(signers.iter().map(|_| Ok(())).collect());
+    }
+    let (users, sessions): (Vec<Uuid>, Vec<Uuid>) = signers
+        .iter()
+        .map(|s| s.map_or((Uuid::nil(), Uuid::nil()), |s| (s.user_id, s.session_id)))
+        .unzip();
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT k.ord, u.id IS NOT NULL AS found, u.role, u.branch_id, u.org_id,
+                  coalesce(u.is_active AND NOT u.is_deleted, false) AS active,
+                  coalesce(u.token_version, -1) AS token_version,
+                  (s.id IS NOT NULL AND s.revoked_at IS NULL) AS session_live
+           FROM unnest({users}::uuid[], {sessions}::uuid[]) WITH ORDINALITY AS k(user_id, session_id, ord)
+           LEFT JOIN users u ON u.id = k.user_id
+           LEFT JOIN auth_sessions s ON s.id = k.session_id AND s.user_id = u.id
+           ORDER BY k.ord"#
+    );
+    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    Ok(signers
+        .iter()
+        .zip(rows.iter())
+        .map(|(signer, r)| {
+            let Some(signer) = signer else { return Ok(()) };
+            let state = r.get::<_, bool>("found").then(|| TokenState::of(r));
+            standing(state, signer.token_version).map(drop)
+        })
+        .collect())
+}
+
 /// The user `user_id` and whether `session_id` is one of its live sessions.
 /// `None` when there is no such user.
 pub async fn token_state<C: GenericClient + Sync>(
@@ -105,14 +164,9 @@ pub async fn token_state<C: GenericClient + Sync>(
            LEFT JOIN auth_sessions s ON s.id = {session_id} AND s.user_id = u.id
            WHERE u.id = {user_id}"#
     );
-    Ok(db::raw_opt(c, &q.sql, q.values).await?.map(|r| TokenState {
-        role: r.get("role"),
-        branch_id: r.get("branch_id"),
-        org_id: r.get("org_id"),
-        active: r.get("active"),
-        token_version: r.get("token_version"),
-        session_live: r.get("session_live"),
-    }))
+    Ok(db::raw_opt(c, &q.sql, q.values)
+        .await?
+        .map(|r| TokenState::of(&r)))
 }
 
 /// A refresh token consumed by `consume`: its user, session and the

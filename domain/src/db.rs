@@ -8,7 +8,7 @@ use tokio_postgres::Row;
 
 use crate::error::Result;
 
-pub use deadpool_postgres::{Pool, Transaction};
+pub use deadpool_postgres::{Object, Pool, Transaction};
 
 /// Builds a statement into SQL text and its bound values.
 pub fn build(stmt: &impl PostgresBinder) -> (String, PostgresValues) {
@@ -134,4 +134,106 @@ pub async fn pipeline<C: GenericClient + Sync>(
         .zip(&params)
         .map(|(p, v)| client.query(p, v));
     Ok(futures_util::future::try_join_all(runs).await?)
+}
+
+/// A transaction on one pooled connection whose `BEGIN` is sent without
+/// waiting for its answer, so it goes out with the transaction's first
+/// statement, in the same round trip (`Client::transaction` waits a round
+/// trip for it). Statements run on `&*tx` (a `GenericClient`); the
+/// connection runs requests in the order they were sent, so every one of
+/// them is inside the transaction. Savepoints work the same way.
+///
+/// Dropped before `commit`, it rolls back: the `ROLLBACK` (or `ROLLBACK TO
+/// SAVEPOINT`) is queued ahead of whatever the connection runs next, as
+/// tokio-postgres does when its own transactions are dropped. A failed
+/// statement fails the ones after it, so nothing is committed past an
+/// error; `commit` waits for its answer.
+pub struct Tx<'a> {
+    client: &'a Object,
+    /// The savepoint this is, or `None` for the transaction itself.
+    savepoint: Option<&'static str>,
+    finished: bool,
+}
+
+/// Sends `sql` (a fixed statement of ours) without waiting for its answer:
+/// one poll puts it on the connection's queue; the connection discards the
+/// answer. Its error, if any, shows in the statement after it.
+fn send_unawaited(client: &Object, sql: &str) {
+    use futures_util::FutureExt;
+    let client: &tokio_postgres::Client = client;
+    let _ = client.batch_execute(sql).now_or_never();
+}
+
+impl<'a> Tx<'a> {
+    /// Begins a transaction on `client` (sent with its first statement).
+    pub fn begin(client: &'a Object) -> Tx<'a> {
+        send_unawaited(client, "BEGIN");
+        Tx {
+            client,
+            savepoint: None,
+            finished: false,
+        }
+    }
+
+    /// A savepoint inside this transaction (sent with its first statement):
+    /// dropped unfinished, only its own work rolls back.
+    pub fn savepoint(&mut self, name: &'static str) -> Tx<'_> {
+        send_unawaited(self.client, &format!("SAVEPOINT {name}"));
+        Tx {
+            client: self.client,
+            savepoint: Some(name),
+            finished: false,
+        }
+    }
+
+    /// Commits (a savepoint: releases it into its transaction).
+    pub async fn commit(mut self) -> Result<()> {
+        self.finished = true;
+        let client: &tokio_postgres::Client = self.client;
+        match self.savepoint {
+            None => client.batch_execute("COMMIT").await?,
+            Some(name) => {
+                client
+                    .batch_execute(&format!("RELEASE SAVEPOINT {name}"))
+                    .await?
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Tx<'_> {
+    /// Rolls back (a savepoint: its own work only), waiting for the answer.
+    pub async fn rollback(mut self) -> Result<()> {
+        self.finished = true;
+        let client: &tokio_postgres::Client = self.client;
+        match self.savepoint {
+            None => client.batch_execute("ROLLBACK").await?,
+            Some(name) => {
+                client
+                    .batch_execute(&format!("ROLLBACK TO SAVEPOINT {name}"))
+                    .await?
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = Object;
+
+    fn deref(&self) -> &Object {
+        self.client
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            match self.savepoint {
+                None => send_unawaited(self.client, "ROLLBACK"),
+                Some(name) => send_unawaited(self.client, &format!("ROLLBACK TO SAVEPOINT {name}")),
+            }
+        }
+    }
 }

@@ -59,6 +59,7 @@ mod sync_pull;
 mod sync_push;
 mod token_attacks;
 mod token_lifetime;
+mod transactions;
 mod transfers;
 mod users;
 mod will_call;

@@ -15,7 +15,7 @@ use serde::Serialize;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use crate::db::{self, Stmt};
+use crate::db::{self, Stmt, Tx};
 use crate::error::{Code, Error, Result};
 use crate::idempotency::{self, Key, RequestDigest, Scope};
 use crate::sync::changes::{self, Change, Op};
@@ -503,22 +503,22 @@ impl actors::runtime::Command for RecordPayment {
     const NAME: &'static str = "record_payment";
 
     async fn run(self, pool: crate::db::Pool) -> Result<PaymentReceipt> {
-        let mut client = pool.get().await?;
-        let tx = client.transaction().await?;
-        // The caller check and the retry lookup go out with the rev
+        let client = pool.get().await?;
+        // BEGIN, the caller check and the retry lookup go out with the rev
         // allocation (one round trip); a refusal or a replay drops the
         // transaction, which rolls the allocation back.
+        let tx = Tx::begin(&client);
         let (checked, done, revs) = futures_util::join!(
-            sessions::check_signers(&tx, std::slice::from_ref(&self.signer)),
-            lookup_payment(&tx, &self),
-            allocate_revs(&tx)
+            sessions::check_signers(&*tx, std::slice::from_ref(&self.signer)),
+            lookup_payment(&*tx, &self),
+            allocate_revs(&*tx)
         );
         checked?.into_iter().try_for_each(|c| c)?;
         let (done, revs) = (done?, revs?);
         if let Some(done) = done {
             return Ok(done);
         }
-        let attempt = match pay_at(&tx, revs, &self).await {
+        let attempt = match pay_at(&*tx, revs, &self).await {
             Ok(receipt) => {
                 tx.commit().await?;
                 Ok(receipt)

@@ -25,7 +25,7 @@ use uuid::Uuid;
 
 use super::balance::{customer_change, ledger_change, lookup_payment};
 use super::{Customer, LedgerRow, PaymentReceipt, RecordPayment};
-use crate::db::{self, Pool, Stmt};
+use crate::db::{self, Pool, Stmt, Tx};
 use crate::error::{Code, Error, Result};
 use crate::group_commit::{Desk, Group};
 use crate::idempotency;
@@ -50,9 +50,9 @@ impl Group for Payments {
         pool: &Pool,
         requests: &[RecordPayment],
     ) -> Result<Vec<Result<PaymentReceipt>>> {
-        let mut client = pool.get().await?;
-        let tx = client.transaction().await?;
-        let answers = pay_all(&tx, requests).await?;
+        let client = pool.get().await?;
+        let tx = Tx::begin(&client);
+        let answers = pay_all(&*tx, requests).await?;
         tx.commit().await?;
         Ok(answers)
     }

@@ -2,7 +2,7 @@
 //! commit (`crate::group_commit`), which makes a drained group through the
 //! set-based group writer (`sales::make_all`) in one transaction.
 
-use crate::db::Pool;
+use crate::db::{Pool, Tx};
 use crate::error::{Error, Result};
 use crate::group_commit::{Desk, Group};
 use crate::idempotency;
@@ -38,14 +38,15 @@ impl Group for Sales {
 /// alone. Another process storing the same id first is a fault here: the
 /// one-by-one path replays it.
 pub async fn in_one_transaction(pool: &Pool, sales: &[NewSale]) -> Result<Vec<Result<Outcome>>> {
-    let mut client = pool.get().await?;
-    let mut tx = client.transaction().await?;
+    let client = pool.get().await?;
+    // BEGIN goes out with the first round trip.
+    let mut tx = Tx::begin(&client);
     // Pipelined: one round trip for the callers' checks and the group's
     // replay checks.
     let signers: Vec<_> = sales.iter().map(|s| s.signer).collect();
     let (checked, replays) = futures_util::join!(
-        sessions::check_signers(&tx, &signers),
-        futures_util::future::join_all(sales.iter().map(|s| sales::replay(&tx, s)))
+        sessions::check_signers(&*tx, &signers),
+        futures_util::future::join_all(sales.iter().map(|s| sales::replay(&*tx, s)))
     );
     let earlier =
         idempotency::earlier_with_same_key(sales.iter().map(|s| s.client_mutation_id.as_deref()));

@@ -545,17 +545,14 @@ fn overrides_stmt(planned: &[Planned]) -> Stmt {
 /// prescription or still be refused while writing; see `create_shared`).
 /// The outer error is a fault: the caller drops `tx` and makes the sales
 /// one at a time.
-pub(crate) async fn make_all(
-    tx: &mut Transaction<'_>,
-    sales: &[&NewSale],
-) -> Result<Vec<Result<Sale>>> {
+pub(crate) async fn make_all(tx: &mut Tx<'_>, sales: &[&NewSale]) -> Result<Vec<Result<Sale>>> {
     let mut made = Vec::with_capacity(sales.len());
     let mut rest = sales;
     while let Some(first) = rest.first() {
         let plain = rest.iter().take_while(|s| is_plain(s)).count();
         if plain > 0 {
             let (run, after) = rest.split_at(plain);
-            made.extend(make_run(&*tx, run).await?);
+            made.extend(make_run(&**tx, run).await?);
             rest = after;
         } else {
             made.push(create_shared(tx, first).await?);

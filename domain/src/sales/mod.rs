@@ -29,7 +29,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, SubsecRound, Utc};
-use deadpool_postgres::{GenericClient, Transaction};
+use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
 use sea_query::{Expr, ExprTrait, Order, Query};
 use serde::{Deserialize, Serialize};
@@ -39,7 +39,7 @@ use uuid::Uuid;
 
 use crate::coupons::{self, Coupon};
 use crate::customers;
-use crate::db::{self, Pool, Stmt};
+use crate::db::{self, Pool, Stmt, Tx};
 use crate::error::{Code, Error, Result};
 use crate::idempotency::{self, Key, RequestDigest, Scope};
 use crate::input;
@@ -87,19 +87,20 @@ impl Command for CreateSale {
     const NAME: &'static str = "create_sale";
 
     async fn run(self, pool: Pool) -> Result<Outcome> {
-        let mut client = pool.get().await?;
+        let client = pool.get().await?;
         let sale = self.0;
-        // The caller check goes out with the retry lookup: one round trip.
+        // BEGIN, the caller check and the retry lookup: one round trip. A
+        // refusal or a replay drops the transaction (nothing was written).
+        let tx = Tx::begin(&client);
         let (checked, done) = futures_util::join!(
-            sessions::check_signers(&client, std::slice::from_ref(&sale.signer)),
-            replay(&client, &sale)
+            sessions::check_signers(&*tx, std::slice::from_ref(&sale.signer)),
+            replay(&*tx, &sale)
         );
         checked?.into_iter().try_for_each(|c| c)?;
         if let Some(done) = done? {
             return Ok(done);
         }
-        let tx = client.transaction().await?;
-        let attempt = match create(&tx, &sale).await {
+        let attempt = match create(&*tx, &sale).await {
             Ok(created) => {
                 tx.commit().await?;
                 Ok(Outcome {

@@ -64,24 +64,24 @@ pub async fn create<C: GenericClient + Sync>(tx: &C, sale: &NewSale) -> Result<S
 /// at all, before their first write, and skip it. A savepoint is a
 /// subtransaction, and a row that one subtransaction updated and the next
 /// locks gets a multixact, which concurrent writers then queue on.
-pub async fn create_shared(tx: &mut Transaction<'_>, sale: &NewSale) -> Result<Result<Sale>> {
-    let plan = match prepare(&*tx, sale).await {
+pub async fn create_shared(tx: &mut Tx<'_>, sale: &NewSale) -> Result<Result<Sale>> {
+    let plan = match prepare(&**tx, sale).await {
         Ok(plan) => plan,
         Err(e) if e.is_refusal() => {
             // A refusal the database raised has aborted the transaction:
             // then the probe fails and the caller starts over.
             let probe = sea_query::raw_query!(PostgresQueryBuilder, "SELECT 1");
-            db::run(&*tx, &Stmt::raw(probe.sql, probe.values)).await?;
+            db::run(&**tx, &Stmt::raw(probe.sql, probe.values)).await?;
             return Ok(Err(e));
         }
         Err(fault) => return Err(fault),
     };
     if !plan.may_refuse_while_writing() {
         // A refusal from here on (a branch closed meanwhile) is a fault.
-        return write(&*tx, plan).await.map(Ok);
+        return write(&**tx, plan).await.map(Ok);
     }
-    let sp = tx.savepoint("sale").await?;
-    match write(&sp, plan).await {
+    let sp = tx.savepoint("sale");
+    match write(&*sp, plan).await {
         Ok(made) => {
             sp.commit().await?;
             Ok(Ok(made))

@@ -58,9 +58,10 @@ pub(super) async fn in_one_transaction(
     pusher: &Pusher,
     changes: &[Change],
 ) -> Result<Vec<Answer>> {
-    let mut client = pool.get().await?;
-    let mut tx = client.transaction().await?;
-    let claimed = claim_all(&tx, pusher.device_id, changes).await?;
+    let client = pool.get().await?;
+    // BEGIN goes out with the claims.
+    let mut tx = Tx::begin(&client);
+    let claimed = claim_all(&*tx, pusher.device_id, changes).await?;
     let mut answered: Vec<Option<Answered>> = Vec::with_capacity(changes.len());
     let mut fresh = Vec::new();
     let mut fresh_at = Vec::new();
@@ -107,7 +108,7 @@ pub(super) async fn in_one_transaction(
         .into_iter()
         .map(|a| a.ok_or_else(|| Error::internal("a pushed sale went unanswered")))
         .collect::<Result<_>>()?;
-    store_answers(&tx, pusher.device_id, changes, &answered).await?;
+    store_answers(&*tx, pusher.device_id, changes, &answered).await?;
     tx.commit().await?;
     Ok(changes
         .iter()
@@ -150,8 +151,8 @@ pub(super) enum Verdict {
 /// entry)`. A client mistake is a rejection; a fault of ours or of the
 /// database stops the batch (the device retries; what was applied replays).
 pub(super) async fn apply_change(pool: &Pool, pusher: &Pusher, change: Change) -> Result<Answer> {
-    let mut client = pool.get().await?;
-    let mut tx = client.transaction().await?;
+    let client = pool.get().await?;
+    let mut tx = Tx::begin(&client);
     let answered = apply_in(&mut tx, pusher, &change).await?;
     tx.commit().await?;
     Ok(answered.report(&change))
@@ -161,17 +162,17 @@ pub(super) async fn apply_change(pool: &Pool, pusher: &Pusher, change: Change) -
 /// the effect in a savepoint, which a rejection rolls back alone, and
 /// stores the answer. Any other error is a fault: the caller drops `tx`.
 pub(super) async fn apply_in(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     pusher: &Pusher,
     change: &Change,
 ) -> Result<Answered> {
     let cmid = change.client_mutation_id.as_str();
-    if let Some(stored) = claim(tx, pusher.device_id, cmid, change).await? {
+    if let Some(stored) = claim(&**tx, pusher.device_id, cmid, change).await? {
         return Ok(stored);
     }
     let verdict = {
-        let sp = tx.savepoint("change").await?;
-        match effect(&sp, pusher, cmid, change).await {
+        let sp = tx.savepoint("change");
+        match effect(&*sp, pusher, cmid, change).await {
             Ok(v) => {
                 sp.commit().await?;
                 Ok(v)
@@ -206,7 +207,7 @@ pub(super) async fn apply_in(
                 user_id: pusher.user_id,
                 client_mutation_id: cmid,
             };
-            let id = conflicts::insert(&*tx, &origin, c).await?;
+            let id = conflicts::insert(&**tx, &origin, c).await?;
             let mut answer = rejected(cmid, Code::Conflict.as_str(), &id.to_string());
             answer.conflict_id = Some(id.to_string());
             (Answer::Rejected(answer), Some(entity_id))
@@ -217,7 +218,7 @@ pub(super) async fn apply_in(
         ),
         Err(e) => (Answer::Rejected(rejection(cmid, &e)), None),
     };
-    store_answer(tx, pusher.device_id, cmid, &answer, entity_id).await?;
+    store_answer(&**tx, pusher.device_id, cmid, &answer, entity_id).await?;
     Ok(Answered {
         answer,
         replay: None,

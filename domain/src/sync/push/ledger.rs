@@ -48,8 +48,8 @@ impl Answered {
 /// already stored), answers what was answered then (or
 /// `idempotency_mismatch` when the payload differs). Waits for a concurrent
 /// claimant to finish.
-pub(super) async fn claim(
-    tx: &Transaction<'_>,
+pub(super) async fn claim<C: GenericClient + Sync>(
+    tx: &C,
     device_id: Uuid,
     cmid: &str,
     change: &Change,
@@ -161,8 +161,8 @@ pub(super) enum Claim {
 
 /// `claim` for a run of changes in one pipelined round trip: the keys
 /// claimed in one statement, then every key of the run read back.
-pub(super) async fn claim_all(
-    tx: &Transaction<'_>,
+pub(super) async fn claim_all<C: GenericClient + Sync>(
+    tx: &C,
     device_id: Uuid,
     changes: &[Change],
 ) -> Result<Vec<Claim>> {
@@ -255,8 +255,8 @@ fn mismatch(cmid: &str) -> Answered {
 
 /// `store_answer` for a run: every new answer in one statement (replayed
 /// answers are already stored).
-pub(super) async fn store_answers(
-    tx: &Transaction<'_>,
+pub(super) async fn store_answers<C: GenericClient + Sync>(
+    tx: &C,
     device_id: Uuid,
     changes: &[Change],
     answered: &[Answered],
@@ -292,8 +292,8 @@ pub(super) async fn store_answers(
     Ok(())
 }
 
-pub(super) async fn store_answer(
-    tx: &Transaction<'_>,
+pub(super) async fn store_answer<C: GenericClient + Sync>(
+    tx: &C,
     device_id: Uuid,
     cmid: &str,
     answer: &Answer,

@@ -31,13 +31,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::{DateTime, Duration, Utc};
-use deadpool_postgres::{GenericClient, Transaction};
+use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, OnConflict, Query};
 use serde_json::{json, Value as Json};
 use tracing::Instrument;
 use uuid::Uuid;
 
-use crate::db::Pool;
+use crate::db::{Pool, Tx};
 use crate::error::Code;
 use crate::idempotency::{self, Key, RequestDigest, Scope};
 use crate::sales::{NewSale, Sale, SaleRequest};

@@ -760,7 +760,7 @@ async fn an_abandoned_pull_never_holds_up_writers() {
     assert!(snap.is_err(), "the snapshot should still be waiting");
     let feed = tokio::time::timeout(
         wait,
-        domain::sync::snapshot::feed(pool, &horizon, None, 0, 10),
+        domain::sync::snapshot::feed(pool, &horizon, None, 0, 10, None),
     )
     .await;
     assert!(feed.is_err(), "the feed should still be waiting");

@@ -641,8 +641,8 @@ async fn the_openapi_document_lists_logout_and_password_change() {
     );
 }
 
-/// `GET /medicines/{id}` and `GET /customers/{id}` check the caller in the
-/// same round trip as their read: a signed-out, deactivated or demoted
+/// `GET /medicines/{id}`, `GET /customers/{id}` and `GET /sync/changes`
+/// check the caller in the same round trip as their read: a signed-out, deactivated or demoted
 /// token is refused there exactly as on every other route, before a
 /// malformed id, another branch or a missing row is reported, and the read
 /// is not shown.
@@ -665,6 +665,7 @@ async fn the_reads_that_check_the_caller_with_their_read_refuse_dead_tokens_firs
     let reads = [
         format!("/medicines/{}", m["id"].as_str().unwrap()),
         format!("/customers/{}", c["id"].as_str().unwrap()),
+        "/sync/changes?since=0".to_owned(),
     ];
     let refused = [
         "/medicines/not-an-id".to_owned(),
@@ -672,6 +673,7 @@ async fn the_reads_that_check_the_caller_with_their_read_refuse_dead_tokens_firs
         format!("/medicines/{}?branch_id={other}", m["id"].as_str().unwrap()),
         "/customers/not-an-id".to_owned(),
         format!("/customers/{}", Uuid::now_v7()),
+        "/sync/changes?since=abc".to_owned(),
     ];
     let cashier = app.user(branch, Role::Cashier).await;
     let (live, _) = sign_in(&app, &cashier.email, PASSWORD).await;
@@ -686,6 +688,7 @@ async fn the_reads_that_check_the_caller_with_their_read_refuse_dead_tokens_firs
         StatusCode::FORBIDDEN,
         StatusCode::NOT_FOUND,
         StatusCode::NOT_FOUND,
+        StatusCode::BAD_REQUEST,
     ];
     for (path, want) in refused.iter().zip(expected) {
         let (status, body) = app.get(path, &live).await;
@@ -723,4 +726,84 @@ async fn the_reads_that_check_the_caller_with_their_read_refuse_dead_tokens_firs
         let (status, body) = app.get(path, &fresh).await;
         assert_problem(status, &body, StatusCode::UNAUTHORIZED);
     }
+}
+
+/// A long poll checks its token with every read of the feed: a till signed
+/// out while its poll is parked gets 401 when a change wakes the poll, not
+/// the change.
+#[tokio::test]
+async fn a_parked_poll_of_a_token_signed_out_meanwhile_wakes_to_a_401() {
+    let app = TestApp::spawn().await;
+    let branch = app.branch("B1").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let cashier = app.user(branch, Role::Cashier).await;
+    let (till, _) = sign_in(&app, &cashier.email, PASSWORD).await;
+    let (_, feed) = app.get("/sync/changes?since=0&limit=500", &till).await;
+    let top = feed["max_rev"].as_i64().unwrap();
+    let path = format!("/sync/changes?since={top}&wait=10");
+    let poll = app.get(&path, &till);
+    let change = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (status, body) = app
+            .call(Method::POST, "/auth/logout", Some(&till), None)
+            .await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+        let (status, body) = app
+            .post("/customers", &admin, json!({"name": "Woken Poll"}))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    };
+    let ((status, body), ()) = futures_util::join!(poll, change);
+    assert_problem(status, &body, StatusCode::UNAUTHORIZED);
+}
+
+/// `POST /sync/push` checks its token with the device's read: a signed-out
+/// till's push answers 401 and applies nothing, also when its body would be
+/// refused.
+#[tokio::test]
+async fn a_push_of_a_signed_out_till_answers_401_and_applies_nothing() {
+    let app = TestApp::spawn().await;
+    let branch = app.branch("B1").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let (status, d) = app
+        .post(
+            "/devices",
+            &admin,
+            json!({"name": "Till", "branch_id": branch}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{d}");
+    let cashier = app.user(branch, Role::Cashier).await;
+    let (till, _) = sign_in(&app, &cashier.email, PASSWORD).await;
+    let customer = |cmid: &str| {
+        json!({"entity": "customer", "op": "create", "client_mutation_id": cmid,
+               "payload": {"id": Uuid::now_v7(), "name": "Pushed Customer"}})
+    };
+    let push = |changes: Vec<Value>| json!({"device_id": d["id"], "changes": changes});
+    let (status, body) = app
+        .post("/sync/push", &till, push(vec![customer("c-1")]))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = app
+        .call(Method::POST, "/auth/logout", Some(&till), None)
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    for body in [
+        push(vec![customer("c-2")]),
+        push(vec![json!({"entity": "customer"})]),
+        json!({"device_id": "not-a-device", "changes": []}),
+    ] {
+        let (status, answer) = app.post("/sync/push", &till, body).await;
+        assert_problem(status, &answer, StatusCode::UNAUTHORIZED);
+    }
+    let client = app.pool.get().await.unwrap();
+    let pushed: i64 = client
+        .query_one(
+            "SELECT count(*) FROM customers WHERE name = 'Pushed Customer'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(pushed, 1);
 }

@@ -31,6 +31,7 @@ use crate::{db, wire, Error, Result};
 use crate::branches::{self, Branch};
 use crate::medicines::{self, Medicine, MedicineSnapshot};
 use crate::suppliers::{self, Supplier};
+use crate::users::sessions::{self, Signer};
 use crate::users::{self, User};
 
 /// Whose snapshot or feed: `None` is an admin's (every branch), `Some` a
@@ -576,9 +577,16 @@ pub async fn feed(
     scope: Scope,
     since: i64,
     limit: i64,
+    signer: Option<Signer>,
 ) -> Result<ChangeFeed> {
     let mut conn = pool.get().await?;
-    let top = horizon.look(&conn).await?;
+    // The caller's token check goes with the first look: one round trip.
+    let (checked, top) = futures_util::join!(
+        sessions::check_signers(&conn, std::slice::from_ref(&signer)),
+        horizon.look(&conn)
+    );
+    checked?.into_iter().try_for_each(|c| c)?;
+    let top = top?;
     if top <= since {
         return Ok(ChangeFeed::nothing_since(since));
     }

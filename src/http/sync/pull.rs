@@ -7,7 +7,7 @@ use std::time::Duration;
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
-use crate::auth::Caller;
+use crate::auth::{Caller, Signed};
 use crate::http::extract::Query;
 use crate::state::AppState;
 use domain::error::Problem;
@@ -129,17 +129,21 @@ impl ChangesQuery {
 #[get("/sync/changes")]
 pub async fn changes(
     state: web::Data<AppState>,
-    caller: Caller,
+    signed: Signed,
     Query(q): Query<ChangesQuery>,
 ) -> Result<HttpResponse> {
-    let (since, limit, wait) = (q.since()?, q.limit()?, q.wait()?);
-    let scope = scope(&caller);
+    // The token is checked with each read of the feed (no round trip of its
+    // own); until then the scope is the one it states.
+    let read = (|| Ok((q.since()?, q.limit()?, q.wait()?)))();
+    let (since, limit, wait) = signed.refuse_after_check(&state.pool, read).await?;
+    let scope = scope(signed.claimed());
+    let signer = Some(signed.signer());
     let live = &state.live;
     // Taken before the first read: a change that commits after it wakes
     // the wait below.
     let mut tops = live.waiter(scope);
     let mut seen = tops.top();
-    let page = snapshot::feed(&state.pool, &live.horizon, scope, since, limit).await?;
+    let page = snapshot::feed(&state.pool, &live.horizon, scope, since, limit, signer).await?;
     if !page.changes.is_empty() || wait.is_zero() {
         return Ok(HttpResponse::Ok().json(page));
     }
@@ -158,7 +162,7 @@ pub async fn changes(
             continue;
         }
         seen = top;
-        let page = snapshot::feed(&state.pool, &live.horizon, scope, from, limit).await?;
+        let page = snapshot::feed(&state.pool, &live.horizon, scope, from, limit, signer).await?;
         if !page.changes.is_empty() {
             return Ok(HttpResponse::Ok().json(page));
         }

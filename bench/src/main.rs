@@ -556,6 +556,34 @@ fn git_revision(root: &Path) -> String {
 }
 
 /// Counts that tell whether each answered request had exactly one effect.
+/// Every branch's invoice hash chain verifies (`GET /sales/verify-chain`).
+async fn chains_hold(pool: &Pool) -> Result<Check> {
+    let client = pool.get().await?;
+    let branches = client
+        .query("SELECT DISTINCT branch_id FROM sales", &[])
+        .await?;
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for row in &branches {
+        let report = domain::sales::verify_chain(&client, row.get(0))
+            .await
+            .map_err(|e| anyhow::anyhow!("chain check: {e}"))?;
+        checked += report.checked;
+        if report.status != "ok" {
+            broken.push(format!("{:?}", report.first_broken));
+        }
+    }
+    Ok(check(
+        "every branch's invoice hash chain verifies",
+        broken.is_empty(),
+        if broken.is_empty() {
+            format!("{checked} invoices over {} branches", branches.len())
+        } else {
+            format!("broken: {broken:?}")
+        },
+    ))
+}
+
 async fn effect_count(pool: &Pool, scenario: &str) -> Result<i64> {
     let sql = match scenario {
         "payments" | "overload" => {
@@ -774,6 +802,9 @@ async fn scenario(
             },
         ));
         invariant_violations = Some(broken);
+        if matches!(name, "sales" | "sales-hot" | "push") {
+            checks.push(chains_hold(pool).await?);
+        }
         let after = effect_count(pool, name).await?;
         let delta = (after - before.unwrap_or(0)) as u64;
         let expected = if name == "push" {
@@ -844,10 +875,11 @@ async fn scenario(
     let pct = |x: f64| format!("{:.1} %", x * 100.0);
     match name {
         "payments" => {
-            targets.push(check(">= 50 % of pgbench -N", r >= 0.5, pct(r)));
+            // One commit carries many payments, which pgbench cannot do.
+            targets.push(check(">= 100 % of pgbench -N", r >= 1.0, pct(r)));
             targets.push(check(
-                "p99 < 25 ms",
-                main.p99_ms < 25.0,
+                "p99 < 50 ms",
+                main.p99_ms < 50.0,
                 format!("{:.1} ms", main.p99_ms),
             ));
             targets.push(check(
@@ -856,7 +888,7 @@ async fn scenario(
                 format!("{}", main.errors()),
             ));
         }
-        "sales" => targets.push(check(">= 35 % of pgbench -N", r >= 0.35, pct(r))),
+        "sales" => targets.push(check(">= 50 % of pgbench -N", r >= 0.5, pct(r))),
         "sales+pull" => {
             let empty = kinds.get("poll_empty");
             targets.push(check(
@@ -879,9 +911,9 @@ async fn scenario(
             ));
         }
         "sales-hot" => targets.push(check(
-            ">= 1,000 sales/s (gapless icv checked above)",
-            main.per_sec >= 1000.0,
-            format!("{:.0} sales/s", main.per_sec),
+            ">= 40 % of pgbench -N (gapless icv and the hash chain checked above)",
+            r >= 0.4,
+            format!("{} ({:.0} sales/s)", pct(r), main.per_sec),
         )),
         "push" => {
             targets.push(check(
@@ -896,10 +928,10 @@ async fn scenario(
             ));
         }
         "reads" => {
-            targets.push(check(">= 25 % of pgbench -S", r >= 0.25, pct(r)));
+            targets.push(check(">= 50 % of pgbench -S", r >= 0.5, pct(r)));
             targets.push(check(
-                "p99 < 10 ms",
-                main.p99_ms < 10.0,
+                "p99 < 20 ms",
+                main.p99_ms < 20.0,
                 format!("{:.1} ms", main.p99_ms),
             ));
         }

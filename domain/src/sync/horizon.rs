@@ -31,7 +31,7 @@ use crate::db::{self, Pool};
 use crate::Result;
 
 /// First pause between two checks of a waiter, doubled up to `MAX_PAUSE`.
-const FIRST_PAUSE: Duration = Duration::from_millis(1);
+const FIRST_PAUSE: Duration = Duration::from_millis(2);
 const MAX_PAUSE: Duration = Duration::from_millis(10);
 
 /// Most samples waiting to settle.

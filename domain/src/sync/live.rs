@@ -9,7 +9,7 @@
 //! 2-core test machine 16 clients inserting one row each committed 5,056
 //! transactions/s without a notification and 339/s with one. Instead, each
 //! process's *scanner* looks for new committed changes whenever this process
-//! has appended some (a few looks, the first after 5 ms, as the commit lands)
+//! has appended some (a few looks, the first after 10 ms, as the commit lands)
 //! and sends one `NOTIFY` (outside any write transaction) when it finds
 //! them; every process's *listener* (one connection outside the pool,
 //! reconnecting when lost) hears it and makes its own scanner look. The
@@ -40,14 +40,14 @@ pub const CHANNEL: &str = "pharmacy_change_log";
 
 /// When the scanner looks after this process appended changes: the commit
 /// usually lands within a few ms, a slow one within a second.
-const LOOKS_AFTER_A_WRITE: [u64; 8] = [5, 5, 10, 20, 40, 80, 160, 320];
+const LOOKS_AFTER_A_WRITE: [u64; 7] = [10, 10, 20, 40, 80, 160, 320];
 
 /// How often the scanner looks while polls are parked, whatever it heard.
 const PARKED_LOOK: Duration = Duration::from_secs(1);
 
 /// How far below the last rev seen a scan starts at most: a rev drawn early
 /// that commits late is still seen.
-const SCAN_BACK: i64 = 2000;
+const SCAN_BACK: i64 = 500;
 
 /// The highest committed rev seen, for the whole log, the
 /// organisation-wide rows, and each branch: one channel each, so a commit

@@ -4,8 +4,8 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::http::{KeepAlive, StatusCode};
-use actix_web::middleware::{from_fn, ErrorHandlers};
+use actix_web::http::{header, KeepAlive, StatusCode};
+use actix_web::middleware::{from_fn, DefaultHeaders, ErrorHandlers};
 use actix_web::{web, App, HttpServer};
 
 use crate::auth::tokens::TokenKeys;
@@ -67,6 +67,9 @@ pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Resu
             )
             .wrap(from_fn(http::body_deadline::body_deadline))
             .wrap(from_fn(telemetry::request_context))
+            // No answer may be read as another type than it declares
+            // (a JSON body sniffed as HTML, say).
+            .wrap(DefaultHeaders::new().add((header::X_CONTENT_TYPE_OPTIONS, "nosniff")))
             .configure(http::configure)
             .configure(http::docs::configure)
             .configure(crate::console::configure)

@@ -67,7 +67,7 @@ pub async fn bench_reports(
     };
     let size = data_size(&client).await?;
     let year_ago = year_ago(&client).await?;
-    let idle = config.auth.console_idle_secs;
+    let idle = config.auth.console_lifetime();
     let console_admin = console_cookie(&client, Role::Admin, "HQ", idle).await?;
     let console_manager = console_cookie(&client, Role::BranchManager, "GEN01", idle).await?;
     drop(client);
@@ -326,7 +326,7 @@ async fn console_cookie(
     client: &deadpool_postgres::Object,
     role: Role,
     code: &str,
-    idle_secs: i64,
+    life: console_sessions::Lifetime,
 ) -> Result<String> {
     let c = users::credentials(client, &demo_email(role, code))
         .await?
@@ -340,7 +340,7 @@ async fn console_cookie(
         token_version: c.token_version,
         csrf_token: csrf,
     };
-    console_sessions::open(client, digest, &session, idle_secs).await?;
+    console_sessions::open(client, digest, &session, life).await?;
     Ok(cookie)
 }
 

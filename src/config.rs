@@ -131,6 +131,19 @@ pub struct AuthConfig {
     pub login_window_secs: i64,
     /// A console (browser) session unused for this many seconds is ended.
     pub console_idle_secs: i64,
+    /// A console session ends this many seconds after sign-in, however
+    /// busy it is.
+    pub console_max_age_secs: i64,
+}
+
+impl AuthConfig {
+    /// How long a console session lives (each limit at least a second).
+    pub fn console_lifetime(&self) -> domain::users::console_sessions::Lifetime {
+        domain::users::console_sessions::Lifetime {
+            idle_secs: self.console_idle_secs.max(1),
+            max_age_secs: self.console_max_age_secs.max(1),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -4,12 +4,12 @@
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, LockType, Order, Query, SelectStatement};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio_postgres::Row;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::{audit, db, wire, Error, Result};
+use crate::{audit, db, input, wire, Error, Result};
 
 use crate::paging::Page;
 
@@ -117,6 +117,62 @@ pub async fn list<C: GenericClient + Sync>(
         .map(Approval::from_row)
         .collect();
     Ok((items, total))
+}
+
+/// Kinds the service files itself, each with the record its decision acts
+/// on (a `refund` approval issues a return's credit note). Nobody may ask
+/// for one by hand: it would read as approved while nothing was issued.
+pub const RESERVED_KINDS: [&str; 1] = ["refund"];
+
+/// A request for an approval as a client sends it (`POST /approvals`).
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ApprovalCreate {
+    /// What needs approving, e.g. `price_override` or `stock_adjustment`.
+    /// Required. Kinds the service files itself (`refund`) are refused.
+    pub kind: Option<String>,
+    /// The record the request is about (any id), if any.
+    pub reference_id: Option<String>,
+    pub reason: Option<String>,
+    /// Admins only: the branch the request belongs to (default the caller's).
+    #[schema(value_type = Option<String>, format = Uuid)]
+    pub branch_id: Option<Uuid>,
+}
+
+impl ApprovalCreate {
+    /// Checks the request (400 naming the field) for `branch_id`, asked by
+    /// `requested_by`.
+    pub fn validate(self, branch_id: Uuid, requested_by: Uuid) -> Result<NewApproval> {
+        let kind = input::required_text(
+            "kind",
+            self.kind.as_deref().unwrap_or_default(),
+            input::max::LABEL,
+        )?;
+        if RESERVED_KINDS.iter().any(|r| r.eq_ignore_ascii_case(&kind)) {
+            return Err(Error::validation(
+                "kind",
+                format!(
+                    "`{kind}` approvals are filed by the service itself (a cashier's return files \
+                     its refund approval); ask for another kind."
+                ),
+            ));
+        }
+        let reference_id = input::text(
+            "reference_id",
+            self.reference_id.as_deref().unwrap_or_default(),
+            200,
+        )?;
+        Ok(NewApproval {
+            branch_id,
+            kind,
+            reference_id: (!reference_id.is_empty()).then_some(reference_id),
+            reason: input::text(
+                "reason",
+                self.reason.as_deref().unwrap_or_default(),
+                input::max::NOTES,
+            )?,
+            requested_by,
+        })
+    }
 }
 
 pub struct NewApproval {

@@ -72,6 +72,8 @@ codes! {
         "A payment or refund is larger than the balance it applies to; the message names both figures.";
     ReturnExceedsSold => "return_exceeds_sold", 400,
         "A return asks for more units of a sale line than are left to return (sold minus already returned or awaiting approval); the message names what is left.";
+    RefundToAccount => "refund_to_account", 400,
+        "A return of a sale made on credit must be refunded to the customer's account (`refund_method: credit`) while the customer still owes at least the refund; the message names both figures.";
     Unauthenticated => "unauthenticated", 401,
         "No valid access token: it is missing, malformed, expired, revoked, or its user is no longer active. Sign in again.";
     Forbidden => "forbidden", 403,

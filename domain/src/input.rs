@@ -42,6 +42,27 @@ pub fn positive_amount(field: &str, value: Decimal) -> Result<Decimal> {
     Ok(v)
 }
 
+/// A quantity as a JSON number, never a string: `"quantity": "1"` is a
+/// client's mistake (400), not a quantity of one. Whether it is whole and
+/// in range is [`quantity`]'s to say.
+pub fn json_number<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Decimal, D::Error> {
+    use serde::Deserialize;
+    let n = serde_json::Number::deserialize(d)?;
+    let exact = n
+        .as_i64()
+        .map(Decimal::from)
+        .or_else(|| n.as_u64().map(Decimal::from));
+    match exact {
+        Some(v) => Ok(v),
+        None => n
+            .as_f64()
+            .and_then(|f| Decimal::try_from(f).ok())
+            .ok_or_else(|| serde::de::Error::custom("expected a quantity (a JSON number)")),
+    }
+}
+
 /// A whole, positive quantity.
 pub fn quantity(field: &str, value: Decimal) -> Result<i32> {
     whole(field, value, 1)
@@ -102,31 +123,112 @@ pub mod max {
     pub const COUPON_CODE: usize = 64;
 }
 
-/// Trimmed text that must not be blank, at most `max` characters.
+/// Characters that change how text shows without showing themselves:
+/// zero-width spaces and joiners, the left-to-right and right-to-left
+/// marks, bidirectional embeddings, overrides and isolates, invisible
+/// operators and the byte-order mark. A name made of them looks blank, and
+/// one containing them can print in another order than it is stored.
+fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{FEFF}'
+    )
+}
+
+/// Characters that are drawn as nothing although they are not spaces
+/// (Hangul fillers, the blank Braille pattern): they do not make a value
+/// non-blank.
+fn blank_looking(c: char) -> bool {
+    matches!(
+        c,
+        '\u{115F}' | '\u{1160}' | '\u{2800}' | '\u{3164}' | '\u{FFA0}'
+    )
+}
+
+/// Whether `c` shows as something on a screen or a receipt.
+pub fn visible(c: char) -> bool {
+    !(c.is_whitespace() || c.is_control() || invisible(c) || blank_looking(c))
+}
+
+/// Refuses what a field of its kind may not hold: any control character
+/// (Unicode category Cc: ESC, backspace, NUL, newlines...), except tab and
+/// newline in a multi-line field, and every invisible formatting character.
+/// A till that prints a name raw could otherwise be sent printer commands.
+fn refuse_hidden(field: &str, v: &str, multiline: bool) -> Result<()> {
+    let allowed = |c: char| multiline && (c == '\n' || c == '\t');
+    let bad = v
+        .chars()
+        .find(|&c| (c.is_control() && !allowed(c)) || invisible(c));
+    match bad {
+        None => Ok(()),
+        Some(c) => Err(Error::validation(
+            field,
+            format!(
+                "`{field}` must not contain control or invisible characters (found U+{:04X}){}.",
+                c as u32,
+                if multiline {
+                    "; only tabs and line breaks are allowed"
+                } else {
+                    ""
+                }
+            ),
+        )),
+    }
+}
+
+/// Trimmed single-line text that shows at least one character, at most
+/// `max` characters.
 pub fn required_text(field: &str, value: &str, max: usize) -> Result<String> {
-    let v = value.trim();
-    if v.is_empty() {
+    let v = text(field, value, max)?;
+    if !v.chars().any(visible) {
         return Err(Error::validation(
             field,
             format!("`{field}` must not be empty."),
         ));
     }
-    text(field, v, max)
+    Ok(v)
 }
 
-/// Trimmed optional text, at most `max` characters.
+/// Trimmed optional single-line text, at most `max` characters: names,
+/// phones, codes, numbers, reasons, witnesses, batch numbers and the like.
 pub fn text(field: &str, value: &str, max: usize) -> Result<String> {
     let v = value.trim();
+    refuse_hidden(field, v, false)?;
+    within(field, v, max)
+}
+
+/// Trimmed optional multi-line text (notes, receipt headers and footers,
+/// descriptions), at most `max` characters: tabs and line breaks are kept
+/// (a browser's CR LF becomes LF), every other control character refused.
+pub fn multiline(field: &str, value: &str, max: usize) -> Result<String> {
+    let v = value.trim().replace("\r\n", "\n");
+    refuse_hidden(field, &v, true)?;
+    within(field, &v, max)
+}
+
+/// [`multiline`] text that shows at least one character.
+pub fn required_multiline(field: &str, value: &str, max: usize) -> Result<String> {
+    let v = multiline(field, value, max)?;
+    if !v.chars().any(visible) {
+        return Err(Error::validation(
+            field,
+            format!("`{field}` must not be empty."),
+        ));
+    }
+    Ok(v)
+}
+
+fn within(field: &str, v: &str, max: usize) -> Result<String> {
     if v.chars().count() > max {
         return Err(Error::validation(
             field,
             format!("`{field}` must be at most {max} characters."),
-        ));
-    }
-    if v.contains('\0') {
-        return Err(Error::validation(
-            field,
-            format!("`{field}` must not contain NUL characters."),
         ));
     }
     Ok(v.to_owned())
@@ -199,6 +301,33 @@ mod tests {
         assert!(required_text("name", "   ", max::NAME).is_err());
         assert!(required_text("name", &"n".repeat(max::NAME + 1), max::NAME).is_err());
         assert!(text("notes", "a\0b", max::NOTES).is_err());
+    }
+
+    #[test]
+    fn hidden_characters() {
+        for bad in [
+            "Jane\u{1b}p",
+            "a\nb",
+            "a\u{8}b",
+            "\u{202E}enaJ",
+            "a\u{2066}b",
+            "a\u{200B}b",
+            "\u{FEFF}Jane",
+            "a\tb",
+        ] {
+            assert!(text("name", bad, max::NAME).is_err(), "{bad:?}");
+        }
+        assert!(required_text("name", "\u{200B}", max::NAME).is_err());
+        assert!(required_text("name", "\u{3164}", max::NAME).is_err());
+        assert!(required_text("name", "Nakato Sarah", max::NAME).is_ok());
+        assert!(required_text("name", "Ölçü 名前", max::NAME).is_ok());
+        assert_eq!(
+            multiline("notes", "line 1\r\n\tline 2", max::NOTES).ok(),
+            Some("line 1\n\tline 2".to_owned())
+        );
+        for bad in ["a\rb", "a\u{1b}[2Jb", "a\u{202D}b", "a\u{7}"] {
+            assert!(multiline("notes", bad, max::NOTES).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

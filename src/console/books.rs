@@ -279,6 +279,7 @@ async fn destruction(
             "Quantity",
             "Reason",
             "Witness",
+            "Witness given as",
             "Written off by",
         ],
     )
@@ -292,6 +293,10 @@ async fn destruction(
             Cell::count(r.quantity),
             Cell::text(r.reason),
             Cell::text(r.witness_name),
+            Cell::text(match r.witness_kind.as_str() {
+                "user" => "user account",
+                _ => "typed name",
+            }),
             Cell::text(r.written_off_by_name),
         ]);
     }

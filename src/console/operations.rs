@@ -8,6 +8,7 @@ use actix_web::web;
 use askama::Template;
 use serde::Deserialize;
 
+use super::session::Background;
 use super::{html, html_status, see_other, Chrome, NoFields, Notice, Outcome, Posted, Staff};
 use crate::http::ops::{self, ActorList, BranchTuningWrite};
 use crate::state::AppState;
@@ -198,7 +199,7 @@ async fn page(state: web::Data<AppState>, staff: Staff, q: web::Query<DoneQuery>
 }
 
 /// The actor table alone, for the page's periodic refresh.
-async fn live(state: web::Data<AppState>, staff: Staff) -> Outcome {
+async fn live(state: web::Data<AppState>, Background(staff): Background) -> Outcome {
     let list = ops::actors_of(&state, &staff.caller).await?;
     html(&LiveFragment {
         actors: actor_views(list),

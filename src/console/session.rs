@@ -7,7 +7,9 @@
 //! same password check, under the same rate limits), so the checks the API
 //! makes of a bearer token are made of every console request: an inactive
 //! user, a changed password, role or branch, or a revoked session end it at
-//! once. On top, a session unused for `auth.console_idle_secs` is ended.
+//! once. On top, a session unused for `auth.console_idle_secs` is ended, and
+//! every session ends `auth.console_max_age_secs` after sign-in. A page's
+//! own periodic refresh ([`Background`]) is not use: it renews nothing.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -24,7 +26,7 @@ use super::{html, Failure, Outcome};
 use crate::auth::{load_active, tokens, Caller};
 use crate::http::auth::check_password;
 use crate::state::AppState;
-use domain::users::console_sessions::{self, ConsoleSession};
+use domain::users::console_sessions::{self, ConsoleSession, Use};
 use domain::users::{self, sessions};
 use domain::{Error, Role};
 
@@ -98,21 +100,22 @@ async fn end(state: &AppState, digest: Vec<u8>) -> Result<(), Error> {
 }
 
 /// The staff member of the session cookie, or [`Failure::SignIn`].
-async fn staff_of(state: &AppState, token: Option<String>) -> Result<Staff, Failure> {
+async fn staff_of(state: &AppState, token: Option<String>, how: Use) -> Result<Staff, Failure> {
     let Some(token) = token.filter(|t| !t.is_empty()) else {
         return Err(Failure::SignIn(NO_SESSION));
     };
     let digest = tokens::refresh_digest(&token);
-    let idle = state.config.auth.console_idle_secs.max(1);
+    let life = state.config.auth.console_lifetime();
     let found = {
         let client = state.pool.get().await?;
-        console_sessions::touch(&client, digest.clone(), idle).await?
+        console_sessions::touch(&client, digest.clone(), life, how).await?
     };
     let Some(session) = found else {
         // Unknown, or idle too long: whatever is left of it ends now.
         end(state, digest).await?;
         return Err(Failure::SignIn(
-            "Your session has ended (it was idle too long, or signed out). Sign in again.",
+            "Your session has ended (it was idle too long, reached its time limit, or was \
+             signed out). Sign in again.",
         ));
     };
     let caller = match load_active(
@@ -152,7 +155,27 @@ impl FromRequest for Staff {
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let state = state_of(req);
         let token = req.cookie(SESSION_COOKIE).map(|c| c.value().to_owned());
-        Box::pin(async move { staff_of(&*state?, token).await })
+        Box::pin(async move { staff_of(&*state?, token, Use::ByUser).await })
+    }
+}
+
+/// The staff member of a page's own periodic refresh (the operations
+/// page's live table): the same checks as [`Staff`], but the request does
+/// not count as use, so a page left open still idles out.
+pub struct Background(pub Staff);
+
+impl FromRequest for Background {
+    type Error = Failure;
+    type Future = Pin<Box<dyn Future<Output = Result<Background, Failure>>>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let state = state_of(req);
+        let token = req.cookie(SESSION_COOKIE).map(|c| c.value().to_owned());
+        Box::pin(async move {
+            staff_of(&*state?, token, Use::Background)
+                .await
+                .map(Background)
+        })
     }
 }
 
@@ -341,7 +364,7 @@ pub async fn login(
         token_version: creds.token_version,
         csrf_token: csrf,
     };
-    console_sessions::open(&tx, digest, &session, state.config.auth.console_idle_secs).await?;
+    console_sessions::open(&tx, digest, &session, state.config.auth.console_lifetime()).await?;
     tx.commit().await?;
     let mut res = HttpResponse::SeeOther()
         .insert_header((header::LOCATION, "/console/dashboard"))

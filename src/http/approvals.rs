@@ -4,16 +4,15 @@
 
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
-use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
-use domain::approvals::{self, Approval, NewApproval};
+use domain::approvals::{self, Approval, ApprovalCreate};
 use domain::error::Problem;
 use domain::returns;
-use domain::{input, Action, Error, Result};
+use domain::{Action, Error, Result};
 
 use actix_web::{get, post};
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -23,18 +22,6 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(create)
         .service(approve)
         .service(reject);
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct ApprovalCreate {
-    /// What needs approving, e.g. `refund` or `price_override`. Required.
-    pub kind: Option<String>,
-    /// The record the request is about (any id), if any.
-    pub reference_id: Option<String>,
-    pub reason: Option<String>,
-    /// Admins only: the branch the request belongs to (default the caller's).
-    #[schema(value_type = Option<String>, format = Uuid)]
-    pub branch_id: Option<Uuid>,
 }
 
 /// Files a `pending` request on the caller's branch.
@@ -49,18 +36,8 @@ pub async fn create(
     caller: Caller,
     Json(body): Json<ApprovalCreate>,
 ) -> Result<HttpResponse> {
-    let reference_id = input::text(
-        "reference_id",
-        body.reference_id.as_deref().unwrap_or_default(),
-        200,
-    )?;
-    let new = NewApproval {
-        branch_id: caller.branch_scope(body.branch_id)?,
-        kind: input::required_text("kind", body.kind.as_deref().unwrap_or_default(), 100)?,
-        reference_id: (!reference_id.is_empty()).then_some(reference_id),
-        reason: input::text("reason", body.reason.as_deref().unwrap_or_default(), 2000)?,
-        requested_by: caller.user_id,
-    };
+    let branch_id = caller.branch_scope(body.branch_id)?;
+    let new = body.validate(branch_id, caller.user_id)?;
     let client = state.pool.get().await?;
     let approval = approvals::insert(&client, new).await?;
     Ok(HttpResponse::Created().json(approval))

@@ -54,20 +54,7 @@ pub struct BranchList {
 }
 
 fn required(field: &str, value: &str) -> Result<String> {
-    let v = value.trim();
-    if v.is_empty() {
-        return Err(Error::validation(
-            field,
-            format!("`{field}` must not be empty."),
-        ));
-    }
-    if v.chars().count() > max::NAME {
-        return Err(Error::validation(
-            field,
-            format!("`{field}` must be at most {} characters.", max::NAME),
-        ));
-    }
-    Ok(v.to_owned())
+    input::required_text(field, value, max::NAME)
 }
 
 fn optional(field: &str, value: Option<String>, limit: usize) -> Result<Option<String>> {

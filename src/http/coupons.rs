@@ -197,7 +197,7 @@ async fn validate(
         kind,
         discount_type,
         discount_value,
-        description: input::text(
+        description: input::multiline(
             "description",
             body.description.as_deref().unwrap_or(""),
             500,

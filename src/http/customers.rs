@@ -212,7 +212,7 @@ pub async fn pay(
             customer_id,
             branch_id,
             amount: body.amount.normalize(),
-            notes: input::text(
+            notes: input::multiline(
                 "notes",
                 body.notes.as_deref().unwrap_or_default(),
                 input::max::NOTES,

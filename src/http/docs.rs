@@ -44,9 +44,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/docs/LICENSE", web::get().to(licence));
 }
 
+/// The page may not be framed by another site (clickjacking).
 async fn page() -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/html; charset=utf-8")
+        .insert_header((header::X_FRAME_OPTIONS, "DENY"))
+        .insert_header((header::CONTENT_SECURITY_POLICY, "frame-ancestors 'none'"))
         .body(PAGE)
 }
 

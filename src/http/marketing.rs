@@ -72,7 +72,11 @@ fn enquiry(body: ContactRequest, client_address: String) -> Result<Enquiry> {
         email,
         phone: text("phone", &body.phone, 50)?,
         topic: text("topic", &body.topic, 100)?,
-        message: required("message", &body.message, 5000)?,
+        message: input::required_multiline(
+            "message",
+            body.message.as_deref().unwrap_or_default(),
+            5000,
+        )?,
         client_address,
     })
 }

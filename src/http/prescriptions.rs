@@ -117,7 +117,7 @@ pub async fn create(
         patient_id_number: optional("patient_id_number", body.patient_id_number, 100)?,
         prescriber_name: optional("prescriber_name", body.prescriber_name, 200)?,
         prescriber_license: optional("prescriber_license", body.prescriber_license, 100)?,
-        notes: optional("notes", body.notes, 2000)?,
+        notes: input::multiline("notes", body.notes.as_deref().unwrap_or_default(), 2000)?,
         items: lines(body.items)?,
         created_by: caller.user_id,
     };

@@ -327,7 +327,7 @@ fn template_fields(body: &TemplateWrite) -> Result<Fields> {
         ("footer_text", &body.footer_text),
     ] {
         if let Some(v) = v {
-            f.push((col, input::text(col, v, 2000)?.into()));
+            f.push((col, input::multiline(col, v, 2000)?.into()));
         }
     }
     for (col, v) in [

@@ -71,7 +71,7 @@ pub async fn create(
         quantity: input::quantity("quantity", body.quantity)?,
         unit_cost: input::amount("unit_cost", body.unit_cost)?,
         origin: "purchase",
-        notes: input::text("notes", body.notes.as_deref().unwrap_or_default(), 2000)?,
+        notes: input::multiline("notes", body.notes.as_deref().unwrap_or_default(), 2000)?,
         user_id: caller.user_id,
     };
     if body

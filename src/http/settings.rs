@@ -222,6 +222,9 @@ fn one_of(field: &str, v: &str, allowed: &[&str]) -> Result<String> {
     ))
 }
 
+/// The free-text fields that may span lines (tabs and line breaks kept).
+const MULTILINE: [&str; 3] = ["receipt_header", "receipt_footer", "return_policy"];
+
 /// The free-text fields: trimmed, at most their column's length (the
 /// CHECKs of migration 0014), `null` clears.
 fn text_fields(b: &SettingsWrite, f: &mut Fields) -> Result<()> {
@@ -238,6 +241,9 @@ fn text_fields(b: &SettingsWrite, f: &mut Fields) -> Result<()> {
         ("return_policy", &b.return_policy, max::NOTES),
     ] {
         match v {
+            Some(Some(v)) if MULTILINE.contains(&col) => {
+                f.push((col, input::multiline(col, v, limit)?.into()))
+            }
             Some(Some(v)) => f.push((col, input::text(col, v, limit)?.into())),
             Some(None) => f.push((col, Option::<String>::None.into())),
             None => {}

@@ -77,7 +77,7 @@ fn lines(items: Option<Vec<CountRequestItem>>) -> Result<Vec<CountLine>> {
                 item.counted_quantity,
                 0,
             )?,
-            notes: input::text(
+            notes: input::multiline(
                 &format!("items[{i}].notes"),
                 item.notes.as_deref().unwrap_or(""),
                 500,

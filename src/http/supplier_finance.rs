@@ -264,7 +264,7 @@ pub async fn create_invoice(
         })?),
     };
     let invoice_no = input::text("invoice_no", body.invoice_no.as_deref().unwrap_or(""), 100)?;
-    let notes = input::text("notes", body.notes.as_deref().unwrap_or(""), 1000)?;
+    let notes = input::multiline("notes", body.notes.as_deref().unwrap_or(""), 1000)?;
     let client = state.pool.get().await?;
     if body.branch_id.is_some() {
         domain::branches::get(&client, branch_id)

@@ -102,7 +102,7 @@ pub async fn create(
         from_branch_id: body.from_branch_id,
         to_branch_id: body.to_branch_id,
         qty: input::quantity("qty", body.qty)?,
-        notes: input::text("notes", body.notes.as_deref().unwrap_or(""), 1000)?,
+        notes: input::multiline("notes", body.notes.as_deref().unwrap_or(""), 1000)?,
         user_id: caller.user_id,
     };
     if cmd.from_branch_id == cmd.to_branch_id {

@@ -76,7 +76,7 @@ fn may_manage(caller: &Caller, branch_id: Uuid, role: Role) -> Result<()> {
 }
 
 fn email(value: &str) -> Result<String> {
-    let e = value.trim().to_lowercase();
+    let e = input::text("email", value, input::max::EMAIL)?.to_lowercase();
     let valid = e.len() <= 254
         && e.split_once('@').is_some_and(|(local, domain)| {
             !local.is_empty()
@@ -95,14 +95,7 @@ fn email(value: &str) -> Result<String> {
 }
 
 fn full_name(value: &str) -> Result<String> {
-    let n = value.trim();
-    if n.is_empty() || n.chars().count() > 200 {
-        return Err(Error::validation(
-            "full_name",
-            "`full_name` must be 1 to 200 characters.",
-        ));
-    }
-    Ok(n.to_owned())
+    input::required_text("full_name", value, input::max::NAME)
 }
 
 fn phone(value: &str) -> Result<String> {

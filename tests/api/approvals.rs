@@ -23,13 +23,13 @@ async fn a_request_answers_201_pending_on_the_callers_branch() {
     let a = request(
         &app,
         &token,
-        json!({"kind": " refund ", "reference_id": "01900000-0000-7000-8000-000000000001",
+        json!({"kind": " price_override ", "reference_id": "01900000-0000-7000-8000-000000000001",
                "reason": "Damaged pack"}),
     )
     .await;
     assert!(Uuid::parse_str(a["id"].as_str().unwrap()).is_ok());
     assert_eq!(a["branch_id"], branch.to_string());
-    assert_eq!(a["kind"], "refund");
+    assert_eq!(a["kind"], "price_override");
     assert_eq!(a["reference_id"], "01900000-0000-7000-8000-000000000001");
     assert_eq!(a["requested_by"], cashier.id.to_string());
     assert!(a["approved_by"].is_null());
@@ -48,7 +48,7 @@ async fn a_request_answers_201_pending_on_the_callers_branch() {
         (json!({"kind": "   "}), "kind"),
         (json!({"kind": 7}), "kind"),
         (json!({"kind": "x".repeat(101)}), "kind"),
-        (json!({"kind": "refund", "reason": ["a"]}), "reason"),
+        (json!({"kind": "price_override", "reason": ["a"]}), "reason"),
     ] {
         let (status, problem) = app.post("/approvals", &token, body.clone()).await;
         assert_problem(status, &problem, StatusCode::BAD_REQUEST);
@@ -59,7 +59,7 @@ async fn a_request_answers_201_pending_on_the_callers_branch() {
         .post(
             "/approvals",
             &token,
-            json!({"kind": "refund", "branch_id": other}),
+            json!({"kind": "price_override", "branch_id": other}),
         )
         .await;
     assert_problem(status, &problem, StatusCode::FORBIDDEN);
@@ -68,7 +68,7 @@ async fn a_request_answers_201_pending_on_the_callers_branch() {
             Method::POST,
             "/approvals",
             None,
-            Some(json!({"kind": "refund"})),
+            Some(json!({"kind": "price_override"})),
         )
         .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
@@ -80,7 +80,7 @@ async fn a_manager_decides_once_never_on_their_own_request_and_it_is_audited() {
     let branch = app.branch("KLA").await;
     let (m1, manager1) = app.signed_in(branch, Role::BranchManager).await;
     let (m2, manager2) = app.signed_in(branch, Role::BranchManager).await;
-    let own = request(&app, &manager1, json!({"kind": "refund"})).await;
+    let own = request(&app, &manager1, json!({"kind": "price_override"})).await;
     for decision in ["approve", "reject"] {
         let (status, problem) = decide(&app, &manager1, &own, decision).await;
         assert_problem(status, &problem, StatusCode::FORBIDDEN);
@@ -134,7 +134,7 @@ async fn only_admins_and_branch_managers_decide() {
     let app = TestApp::spawn().await;
     let branch = app.branch("KLA").await;
     let (_, cashier) = app.signed_in(branch, Role::Cashier).await;
-    let a = request(&app, &cashier, json!({"kind": "refund"})).await;
+    let a = request(&app, &cashier, json!({"kind": "price_override"})).await;
     for role in [
         Role::Cashier,
         Role::Pharmacist,
@@ -174,7 +174,7 @@ async fn two_managers_deciding_at_once_give_one_decision() {
     let (_, manager) = app.signed_in(branch, Role::BranchManager).await;
     let (_, admin) = app.signed_in(branch, Role::Admin).await;
     for _ in 0..3 {
-        let a = request(&app, &cashier, json!({"kind": "refund"})).await;
+        let a = request(&app, &cashier, json!({"kind": "price_override"})).await;
         let (x, y) = tokio::join!(
             decide(&app, &manager, &a, "approve"),
             decide(&app, &admin, &a, "reject"),
@@ -263,7 +263,7 @@ async fn another_branchs_manager_cannot_decide() {
     let ebb = app.branch("EBB").await;
     let (_, cashier) = app.signed_in(kla, Role::Cashier).await;
     let (_, outsider) = app.signed_in(ebb, Role::BranchManager).await;
-    let a = request(&app, &cashier, json!({"kind": "refund"})).await;
+    let a = request(&app, &cashier, json!({"kind": "price_override"})).await;
     for decision in ["approve", "reject"] {
         let (status, problem) = decide(&app, &outsider, &a, decision).await;
         assert_problem(status, &problem, StatusCode::NOT_FOUND);

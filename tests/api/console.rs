@@ -628,7 +628,7 @@ async fn a_non_admin_sees_only_its_own_branch() {
         .post(
             "/approvals",
             &cashier_b,
-            json!({"kind": "refund", "reason": "B's refund"}),
+            json!({"kind": "price_override", "reason": "B's refund"}),
         )
         .await;
     assert_eq!(s, StatusCode::CREATED);
@@ -908,7 +908,7 @@ async fn approvals_are_decided_in_the_console_but_never_by_the_requester() {
         .post(
             "/approvals",
             &token,
-            json!({"kind": "refund", "reason": "damaged pack"}),
+            json!({"kind": "price_override", "reason": "damaged pack"}),
         )
         .await;
     assert_eq!(status, StatusCode::CREATED);
@@ -1313,7 +1313,7 @@ async fn two_managers_deciding_one_request_at_once_decide_it_once() {
         .post(
             "/approvals",
             &cashier,
-            json!({"kind": "refund", "reason": "twice?"}),
+            json!({"kind": "price_override", "reason": "twice?"}),
         )
         .await;
     let id = approval["id"].as_str().unwrap().to_owned();

@@ -249,7 +249,7 @@ async fn an_admin_signs_in_tours_every_page_group_and_signs_out() {
     app.post(
         "/approvals",
         &cashier,
-        json!({"kind": "refund", "reference_id": "INV-0001", "reason": "Damaged box"}),
+        json!({"kind": "price_override", "reference_id": "INV-0001", "reason": "Damaged box"}),
     )
     .await;
     let user = app.user(a, Role::Admin).await;

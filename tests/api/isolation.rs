@@ -211,7 +211,7 @@ async fn world() -> World {
         &app,
         &b_cashier,
         "/approvals",
-        json!({"kind": "refund", "reference_id": "x", "reason": "test"}),
+        json!({"kind": "price_override", "reference_id": "x", "reason": "test"}),
     )
     .await;
     of_b.insert("approval", id(&approval));
@@ -508,7 +508,7 @@ fn isolation_cases(w: &World) -> Vec<Case> {
         ),
         (
             "/approvals",
-            json!({"branch_id": b, "kind": "refund", "reference_id": "r"}),
+            json!({"branch_id": b, "kind": "price_override", "reference_id": "r"}),
             ALL,
         ),
         (
@@ -1121,7 +1121,7 @@ fn role_rules() -> Vec<Rule> {
         rule(
             M::POST,
             "/approvals",
-            b(json!({"kind": "refund", "reference_id": "r{n}"})),
+            b(json!({"kind": "price_override", "reference_id": "r{n}"})),
             ALL,
         ),
         rule(M::GET, "/approvals", none(), ALL),

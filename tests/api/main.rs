@@ -47,6 +47,7 @@ mod reports;
 mod returns;
 mod role_policy;
 mod sales;
+mod second_review;
 mod seed;
 mod sessions;
 mod settings;

@@ -1097,3 +1097,64 @@ async fn a_replayed_push_is_answered_without_the_branch_actor() {
     // Nothing doubled: two pushed sales, one REST sale.
     assert_eq!(t.scalar("SELECT count(*) FROM sales").await, 3);
 }
+
+#[tokio::test]
+async fn a_pushed_return_naming_another_branch_is_forbidden() {
+    let t = Till::open(10).await;
+    let admin = t.admin.clone();
+    let (status, body) = t.push(&admin, &t.device, vec![t.sale("s-1", 2)]).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let sale_id = body["accepted"][0]["id"].as_str().unwrap().to_owned();
+    let (_, sale) = t.app.get(&format!("/sales/{sale_id}"), &admin).await;
+    let other = t.app.branch("GUL").await;
+    let change = json!({"client_mutation_id": "r-1", "entity": "sale_return", "op": "create",
+        "payload": {"sale_id": sale_id, "branch_id": other, "reason": "wrong strength",
+                    "items": [{"sale_item_id": sale["items"][0]["id"], "quantity": 1}]}});
+    let (status, body) = t.push(&admin, &t.device, vec![change]).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["rejected"][0]["code"], "forbidden", "{body}");
+    assert_eq!(t.scalar("SELECT count(*) FROM sale_returns").await, 0);
+}
+
+#[tokio::test]
+async fn a_pushed_cash_refund_of_a_credit_sale_still_owed_is_refused() {
+    let t = Till::open(10).await;
+    let admin = t.admin.clone();
+    let customer = Uuid::now_v7();
+    let client = t.app.pool.get().await.unwrap();
+    client
+        .execute(
+            "INSERT INTO customers (id, name, is_credit_allowed, credit_limit)
+             VALUES ($1, 'Akello', true, 50000)",
+            &[&customer],
+        )
+        .await
+        .unwrap();
+    let (status, sale) = t
+        .app
+        .post(
+            "/sales",
+            &admin,
+            json!({"items": [{"medicine_id": t.medicine["id"], "quantity": 2}],
+                   "payment_method": "credit", "customer_id": customer}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{sale}");
+    let giving_back = |cmid: &str, method: &str| {
+        json!({"client_mutation_id": cmid, "entity": "sale_return", "op": "create",
+               "payload": {"sale_id": sale["id"], "reason": "wrong strength",
+                           "refund_method": method,
+                           "items": [{"sale_item_id": sale["items"][0]["id"], "quantity": 1}]}})
+    };
+    let (status, body) = t
+        .push(&admin, &t.device, vec![giving_back("r-1", "cash")])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["rejected"][0]["code"], "refund_to_account", "{body}");
+    assert_eq!(t.scalar("SELECT count(*) FROM sale_returns").await, 0);
+    let (status, body) = t
+        .push(&admin, &t.device, vec![giving_back("r-2", "credit")])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["accepted"].as_array().unwrap().len(), 1, "{body}");
+}

@@ -362,7 +362,8 @@ async fn controlled_lines_need_a_witness_and_fill_the_destruction_register() {
     assert_eq!(
         csv_lines.next().unwrap(),
         "id,write_off_id,branch_id,written_off_at,medicine_id,medicine_name,control_schedule,\
-         batch_id,batch_number,quantity,reason,witness_name,written_off_by_name"
+         batch_id,batch_number,quantity,reason,witness_name,witness_kind,witness_user_id,\
+         written_off_by_name"
     );
     assert!(csv_lines.next().unwrap().contains("Inspector Nakato"));
     let (status, problem) = store

@@ -85,7 +85,11 @@ pub fn fields(body: CustomerWrite) -> Result<Fields> {
         ("image_url", body.image_url, max::URL),
     ] {
         if let Some(v) = v {
-            f.push((col, input::text(col, &v, limit)?.into()));
+            let checked = match col {
+                "notes" => input::multiline(col, &v, limit)?,
+                _ => input::text(col, &v, limit)?,
+            };
+            f.push((col, checked.into()));
         }
     }
     if let Some(v) = body.credit_limit {

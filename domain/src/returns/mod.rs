@@ -163,6 +163,8 @@ pub async fn push_create<C: GenericClient + Sync>(
     #[derive(Deserialize)]
     struct Pushed {
         sale_id: Uuid,
+        /// When present, it must be the device's own branch.
+        branch_id: Option<Uuid>,
         #[serde(flatten)]
         body: ReturnRequest,
     }
@@ -173,6 +175,11 @@ pub async fn push_create<C: GenericClient + Sync>(
     }
     let pushed: Pushed = serde_json::from_value(payload.clone())
         .map_err(|e| Error::bad_request(format!("The return is malformed: {e}.")))?;
+    if pushed.branch_id.is_some_and(|b| b != branch_id) {
+        return Err(Error::forbidden(
+            "A device returns sales of its own branch only.",
+        ));
+    }
     let mut r = pushed
         .body
         .validate(pushed.sale_id, branch_id, user_id, role)?;

@@ -32,6 +32,7 @@ pub struct ReturnLineRequest {
     #[schema(value_type = String)]
     pub sale_item_id: Uuid,
     #[schema(value_type = f64, minimum = 1)]
+    #[serde(deserialize_with = "input::json_number")]
     pub quantity: Decimal,
 }
 

@@ -176,6 +176,8 @@ pub async fn file<C: GenericClient + Sync>(tx: &C, r: &NewReturn) -> Result<Cred
         .unwrap_or_else(|| sale.payment_method.clone());
     if method == "credit" {
         check_credit(tx, sale.customer_id, total).await?;
+    } else if sale.payment_method == "credit" {
+        owed_first(tx, sale.customer_id, total, &method).await?;
     }
 
     let id = Uuid::now_v7();
@@ -334,6 +336,39 @@ async fn check_credit<C: GenericClient + Sync>(
     Ok(())
 }
 
+/// A sale on credit refunds to the account what the customer still owes:
+/// no cash, card or mobile money leaves the till for goods not yet paid
+/// for. Once the customer owes less than the refund (they paid it off),
+/// the refund may go back the way they paid.
+async fn owed_first<C: GenericClient + Sync>(
+    tx: &C,
+    customer_id: Option<Uuid>,
+    total: Decimal,
+    method: &str,
+) -> Result<()> {
+    let Some(id) = customer_id else {
+        return Ok(());
+    };
+    let Some(customer) = customers::get(tx, id).await? else {
+        return Ok(());
+    };
+    if customer.current_balance >= total {
+        return Err(Error::rule(
+            Code::RefundToAccount,
+            "refund_method",
+            format!(
+                "This sale was on credit and {} still owes {} on account: the refund of {} \
+                 lowers that balance (`refund_method: credit`), it cannot be paid out by {}.",
+                customer.name,
+                wire::two_places(customer.current_balance),
+                wire::two_places(total),
+                method.replace('_', " ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The branch's credit note counter after the bump, the hash it chained
 /// to, and the branch's code.
 struct Counter {
@@ -421,6 +456,13 @@ pub async fn issue<C: GenericClient + Sync>(tx: &C, id: Uuid, issuer: Uuid) -> R
                 user_id: issuer,
             };
             stock::apply(tx, back).await?;
+        }
+    }
+    if note.refund_method != "credit" && note.approval_id.is_some() {
+        // Decided later than filed: what is owed may have grown since.
+        let sale = sale_head(tx, note.sale_id).await?;
+        if sale.is_some_and(|s| s.payment_method == "credit") {
+            owed_first(tx, note.customer_id, note.total, &note.refund_method).await?;
         }
     }
     if note.refund_method == "credit" {

@@ -54,9 +54,15 @@ pub struct WriteOffRequest {
     /// The batches and units written off.
     pub items: Vec<WriteOffLineRequest>,
     pub notes: Option<String>,
-    /// Who witnessed the destruction; required when a line is a controlled
-    /// medicine.
+    /// Who witnessed the destruction, by name: someone other than the
+    /// caller (not the caller's name or email), with at least two letters.
+    /// A controlled line needs this or `witness_user_id`.
     pub witness_name: Option<String>,
+    /// Who witnessed the destruction, as a user: an active user of the
+    /// write-off's branch other than the caller; the register shows their
+    /// name. Give this or `witness_name`, not both.
+    #[schema(value_type = Option<String>)]
+    pub witness_user_id: Option<Uuid>,
 }
 
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
@@ -64,7 +70,17 @@ pub struct WriteOffLineRequest {
     #[schema(value_type = String)]
     pub batch_id: Uuid,
     #[schema(value_type = f64, minimum = 1)]
+    #[serde(deserialize_with = "input::json_number")]
     pub quantity: Decimal,
+}
+
+/// Who witnessed a destruction, as the request named them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Witness {
+    /// A name typed in; checked against the caller when recorded.
+    Named(String),
+    /// A user of the branch; the register shows their name.
+    User(Uuid),
 }
 
 /// A validated write-off to record.
@@ -75,7 +91,7 @@ pub struct NewWriteOff {
     /// `(batch, units)`, in the order sent.
     pub lines: Vec<(Uuid, i32)>,
     pub notes: String,
-    pub witness_name: Option<String>,
+    pub witness: Option<Witness>,
     pub user_id: Uuid,
 }
 
@@ -119,7 +135,7 @@ impl WriteOffRequest {
             }
             lines.push((item.batch_id, quantity));
         }
-        let notes = input::text(
+        let notes = input::multiline(
             "notes",
             self.notes.as_deref().unwrap_or_default(),
             input::max::NOTES,
@@ -129,12 +145,31 @@ impl WriteOffRequest {
             self.witness_name.as_deref().unwrap_or_default(),
             input::max::NAME,
         )?;
+        let witness = match (witness_name.is_empty(), self.witness_user_id) {
+            (true, None) => None,
+            (true, Some(id)) => Some(Witness::User(id)),
+            (false, None) => Some(Witness::Named(witness_name)),
+            (false, Some(_)) => {
+                return Err(Error::validation(
+                    "witness_user_id",
+                    "Give the witness as `witness_name` or as `witness_user_id`, not both.",
+                ))
+            }
+        };
+        if let Some(Witness::Named(name)) = &witness {
+            if name.chars().filter(|c| c.is_alphabetic()).count() < 2 {
+                return Err(Error::validation(
+                    "witness_name",
+                    "`witness_name` must be a person's name (at least two letters).",
+                ));
+            }
+        }
         Ok(NewWriteOff {
             branch_id,
             reason,
             lines,
             notes,
-            witness_name: (!witness_name.is_empty()).then_some(witness_name),
+            witness,
             user_id,
         })
     }
@@ -154,7 +189,11 @@ pub struct WriteOff {
     #[schema(value_type = String)]
     pub total_value: Decimal,
     pub notes: String,
+    /// The witness's name: as typed, or the witnessing user's name.
     pub witness_name: Option<String>,
+    /// The witnessing user, when the witness was given as a user.
+    #[schema(value_type = Option<String>)]
+    pub witness_user_id: Option<Uuid>,
     #[schema(value_type = String)]
     pub created_by: Uuid,
     pub created_by_name: String,
@@ -211,6 +250,12 @@ pub async fn record<C: GenericClient + Sync>(tx: &C, w: &NewWriteOff) -> Result<
             "`branch_id` names no branch.",
         ));
     }
+    let witness = match &w.witness {
+        None => None,
+        Some(named) => Some(witness(tx, w, named).await?),
+    };
+    let witness_name = witness.as_ref().map(|(name, _)| name.clone());
+    let witness_user_id = witness.as_ref().and_then(|(_, user)| *user);
     let ids: Vec<Uuid> = w.lines.iter().map(|(b, _)| *b).collect();
     let locked = stock::lock_by_id(tx, &ids).await?;
     let by_id: HashMap<Uuid, &stock::LockedBatch> =
@@ -249,12 +294,12 @@ pub async fn record<C: GenericClient + Sync>(tx: &C, w: &NewWriteOff) -> Result<
             .get(&batch.medicine_id)
             .cloned()
             .unwrap_or_default();
-        if controlled && w.witness_name.is_none() {
+        if controlled && witness.is_none() {
             return Err(Error::validation(
                 "witness_name",
                 format!(
                     "{name} (items[{i}]) is a controlled medicine: its destruction needs a \
-                     `witness_name`."
+                     witness other than you (`witness_name` or `witness_user_id`)."
                 ),
             ));
         }
@@ -271,6 +316,7 @@ pub async fn record<C: GenericClient + Sync>(tx: &C, w: &NewWriteOff) -> Result<
             "reason",
             "notes",
             "witness_name",
+            "witness_user_id",
             "total_value",
             "created_by",
             "created_at",
@@ -280,7 +326,8 @@ pub async fn record<C: GenericClient + Sync>(tx: &C, w: &NewWriteOff) -> Result<
             w.branch_id.into(),
             w.reason.clone().into(),
             w.notes.clone().into(),
-            w.witness_name.clone().into(),
+            witness_name.clone().into(),
+            witness_user_id.into(),
             total.into(),
             w.user_id.into(),
             Utc::now().into(),
@@ -299,12 +346,13 @@ pub async fn record<C: GenericClient + Sync>(tx: &C, w: &NewWriteOff) -> Result<
             "value",
             "is_controlled",
             "witness_name",
+            "witness_user_id",
         ])
         .to_owned();
     for (n, (b, q, controlled)) in lines.iter().enumerate() {
-        let witness = match controlled {
-            true => w.witness_name.clone().unwrap_or_default(),
-            false => String::new(),
+        let (witness, witness_user) = match controlled {
+            true => (witness_name.clone().unwrap_or_default(), witness_user_id),
+            false => (String::new(), None),
         };
         items.values_panic([
             Uuid::now_v7().into(),
@@ -317,6 +365,7 @@ pub async fn record<C: GenericClient + Sync>(tx: &C, w: &NewWriteOff) -> Result<
             value(b, *q).into(),
             (*controlled).into(),
             witness.into(),
+            witness_user.into(),
         ]);
     }
     db::pipeline(tx, &[Stmt::of(&header), Stmt::of(&items)]).await?;
@@ -335,4 +384,54 @@ pub async fn record<C: GenericClient + Sync>(tx: &C, w: &NewWriteOff) -> Result<
         stock::apply(tx, out).await?;
     }
     Ok(id)
+}
+
+/// Folds a name for comparison: case, surrounding spaces and inner runs of
+/// spaces ignored.
+fn folded(s: &str) -> String {
+    s.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+/// The witness's name (and user) as the register keeps it. A destruction
+/// is witnessed by someone other than the person who records it: a typed
+/// name equal to the caller's own name or email is refused, and a user
+/// must be another active user of the write-off's branch.
+async fn witness<C: GenericClient + Sync>(
+    tx: &C,
+    w: &NewWriteOff,
+    given: &Witness,
+) -> Result<(String, Option<Uuid>)> {
+    match given {
+        Witness::Named(name) => {
+            let me = crate::users::get(tx, w.user_id).await?;
+            let mine = me.iter().flat_map(|u| [&u.full_name, &u.email]);
+            if mine.into_iter().any(|own| folded(own) == folded(name)) {
+                return Err(Error::validation(
+                    "witness_name",
+                    "The witness must be someone other than you: `witness_name` is your own \
+                     name or email.",
+                ));
+            }
+            Ok((name.clone(), None))
+        }
+        Witness::User(id) => {
+            let user = crate::users::get(tx, *id)
+                .await?
+                .filter(|u| u.is_active && !u.is_deleted && u.branch_id == w.branch_id);
+            match user {
+                Some(u) if u.id != w.user_id => Ok((u.full_name, Some(u.id))),
+                Some(_) => Err(Error::validation(
+                    "witness_user_id",
+                    "The witness must be someone other than you.",
+                )),
+                None => Err(Error::validation(
+                    "witness_user_id",
+                    "`witness_user_id` names no active user of the write-off's branch.",
+                )),
+            }
+        }
+    }
 }

@@ -18,6 +18,7 @@ async fn select<C: GenericClient + Sync>(
             ("w", "total_value"),
             ("w", "notes"),
             ("w", "witness_name"),
+            ("w", "witness_user_id"),
             ("w", "created_by"),
             ("w", "created_at"),
         ])
@@ -42,6 +43,7 @@ async fn select<C: GenericClient + Sync>(
             total_value: r.get("total_value"),
             notes: r.get("notes"),
             witness_name: r.get("witness_name"),
+            witness_user_id: r.get("witness_user_id"),
             created_by: r.get("created_by"),
             created_by_name: r.get("created_by_name"),
             created_at: r.get("created_at"),
@@ -218,7 +220,13 @@ pub struct DestructionRow {
     pub quantity: i32,
     /// `expired`, `damaged`, `recalled`, `lost` or `other`.
     pub reason: String,
+    /// The witness's name (as typed, or the witnessing user's name then).
     pub witness_name: String,
+    /// How the witness was given: `user` (a user of the branch, named by
+    /// `witness_user_id`) or `name` (a name typed in).
+    pub witness_kind: String,
+    #[schema(value_type = Option<String>)]
+    pub witness_user_id: Option<Uuid>,
     pub written_off_by_name: String,
 }
 
@@ -258,6 +266,7 @@ pub async fn destruction_register<C: GenericClient + Sync>(
             ("i", "batch_id"),
             ("i", "quantity"),
             ("i", "witness_name"),
+            ("i", "witness_user_id"),
         ])
         .columns([("w", "branch_id"), ("w", "reason")])
         .expr_as(Expr::col(("w", "created_at")), "written_off_at")
@@ -308,6 +317,12 @@ pub async fn destruction_register<C: GenericClient + Sync>(
             quantity: r.get("quantity"),
             reason: r.get("reason"),
             witness_name: r.get("witness_name"),
+            witness_kind: match r.get::<_, Option<Uuid>>("witness_user_id") {
+                Some(_) => "user",
+                None => "name",
+            }
+            .to_owned(),
+            witness_user_id: r.get("witness_user_id"),
             written_off_by_name: r.get("written_off_by_name"),
         })
         .collect();

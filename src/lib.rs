@@ -1,5 +1,5 @@
 //! Pharmacy operations service: a back-office for multi-branch pharmacy
-//! chains. See README.md for the architecture.
+//! chains. See docs/architecture.md for the architecture.
 
 pub mod app;
 pub mod auth;

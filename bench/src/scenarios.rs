@@ -341,7 +341,7 @@ struct Page {
 /// `sales+pull`'s tills: client `i` pulls the feed as the cashier of branch
 /// `i % branches`, from `since`. A tight poller (`long = false`) asks again
 /// as soon as it is answered; a long poller follows the till loop the
-/// README recommends: `wait` up to 30 s, and after an answer with changes
+/// docs/sync.md recommends: `wait` up to 30 s, and after an answer with changes
 /// (and no more pages) a pause of a second before the next long poll.
 /// Tallies: `poll_empty` (a tight poll with nothing new: should answer in
 /// a few ms), `poll` (a tight poll with changes), `long_poll`.

@@ -2,7 +2,7 @@
 //! actions a caller may take and the roles allowed to take each. Handlers
 //! (`Caller::require`), sync push's per-entity rules and the domain rules
 //! (a price override, giving credit) all ask this table; no other file lists
-//! roles. The README's role matrix is rendered from it
+//! roles. docs/roles.md's role matrix is rendered from it
 //! (`Action::markdown_table`), and a test keeps the two equal.
 
 use serde::{Deserialize, Serialize};
@@ -43,7 +43,7 @@ impl Role {
         Role::ALL.into_iter().find(|r| r.as_str() == s)
     }
 
-    /// The column heading of the role matrix (the README's legend).
+    /// The column heading of the role matrix (docs/roles.md's legend).
     pub fn abbreviation(self) -> &'static str {
         match self {
             Role::Admin => "A",
@@ -111,7 +111,7 @@ use Role::{
 };
 
 impl Action {
-    /// Every action, in the order of the README's role matrix.
+    /// Every action, in the order of docs/roles.md's role matrix.
     pub const ALL: [Action; 35] = [
         Action::Sell,
         Action::OverridePrice,
@@ -198,7 +198,7 @@ impl Action {
         self.allowed().contains(&role)
     }
 
-    /// The action as the README's role matrix names it.
+    /// The action as docs/roles.md's role matrix names it.
     pub fn label(self) -> &'static str {
         match self {
             Action::Sell => "sell (`POST /sales`, pushed `sale`)",

@@ -1,5 +1,5 @@
 //! The role policy (`domain::role::Action`) is the one list of who may do
-//! what: the README's role matrix is rendered from it, no other source file
+//! what: docs/roles.md's role matrix is rendered from it, no other source file
 //! lists roles, and every action's routes and rules admit exactly the roles
 //! the table names.
 
@@ -12,14 +12,14 @@ use uuid::Uuid;
 
 use crate::common::{Role, TestApp};
 
-/// The README section whose table is the rendered policy.
+/// The docs/roles.md section whose table is the rendered policy.
 const SECTION: &str = "### Role rules for controlled actions";
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The first markdown table of the README's role section, line by line.
+/// The first markdown table of docs/roles.md's role section, line by line.
 fn readme_table(readme: &str) -> Option<String> {
     let start = readme.find(SECTION)?;
     let section = &readme[start + SECTION.len()..];
@@ -37,12 +37,12 @@ fn readme_table(readme: &str) -> Option<String> {
 
 #[test]
 fn the_readme_role_matrix_is_the_policy_table() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(root().join("docs/roles.md")).unwrap();
     let expected = Action::markdown_table();
     let found = readme_table(&readme);
     assert!(
         found.as_deref() == Some(expected.as_str()),
-        "The role matrix in README.md (the table under `{SECTION}`) is not the role \
+        "The role matrix in docs/roles.md (the table under `{SECTION}`) is not the role \
          policy of domain/src/role.rs. Replace that table with this one (printed by \
          this test, `cargo test --test api role_policy`):\n\n{expected}"
     );

@@ -46,6 +46,12 @@ pub trait Group: Send + Sync + 'static {
     /// group-size histogram.
     const NAME: &'static str;
     const LABEL: &'static str;
+    /// Whether the one-by-one fallback stops at the first error: for a
+    /// kind whose `alone` errs only on a fault (a pushed change answers its
+    /// refusals as values), the requests after it are left unmade and the
+    /// answer is shorter than the group. A kind whose `alone` errs on a
+    /// refusal goes on, so every request gets its own answer.
+    const STOP_AT_FIRST_ERROR: bool = false;
 
     /// Makes the group in one transaction: each request's answer, or a
     /// fault (the outer error) after which nothing of the group stands.
@@ -310,9 +316,10 @@ async fn together<G: Group>(pool: &Pool, batch: Vec<Pending<G>>) {
     }
 }
 
-/// The one group-commit-with-fallback routine: `G::together`, and on a
-/// fault (a deadlock with another server process, a lost connection, a
-/// race another process won) every request again in a transaction of its
+/// The one group-commit-with-fallback routine, for a branch's queued REST
+/// requests and for a till's pushed run of sales alike: `G::together`, and
+/// on a fault (a deadlock with another server process, a lost connection,
+/// a race another process won) every request again in a transaction of its
 /// own, which answers as if the group had never been tried.
 pub async fn with_fallback<G: Group>(
     pool: &Pool,
@@ -330,7 +337,12 @@ pub async fn with_fallback<G: Group>(
             GROUP_FALLBACKS.with_label_values(&[G::LABEL]).inc();
             let mut one_by_one = Vec::with_capacity(requests.len());
             for r in requests {
-                one_by_one.push(G::alone(pool, r.clone()).await);
+                let made = G::alone(pool, r.clone()).await;
+                let stop = G::STOP_AT_FIRST_ERROR && made.is_err();
+                one_by_one.push(made);
+                if stop {
+                    break;
+                }
             }
             one_by_one
         }

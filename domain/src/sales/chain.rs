@@ -1,7 +1,17 @@
 //! The invoice hash chain: the canonical text a sale hashes, and the check of
 //! a branch's chain.
 
-use super::*;
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use sea_query::{Expr, ExprTrait, Order};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::model::Sale;
+use super::read::{select_sales, with_items};
+use crate::error::Result;
+use crate::wire;
 
 /// Hash the first invoice of a branch chains to.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";

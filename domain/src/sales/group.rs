@@ -24,14 +24,31 @@
 //! mismatch is a fault, on which the caller drops the transaction and makes
 //! the sales one at a time.
 
-use super::*;
+use std::collections::{HashMap, HashSet};
+
+use chrono::{SubsecRound, Utc};
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use uuid::Uuid;
+
+use super::model::Sale;
+use super::plan::{
+    check_catalogue, line_items, needs_prescription, pick_pieces, prescription_required,
+    price_overrides, products, standard_rate, totals, Override, Piece, Product,
+};
+use super::request::NewSale;
+use super::store::{self, Counter, Stored, Taken};
+use crate::db::{self, Stmt};
+use crate::error::{Error, Result};
+use crate::stock;
+use crate::sync::changes::{self, Change, Op};
 
 /// What the run shares: read and locked in the first round trip.
 struct Locked {
     catalogue: HashMap<Uuid, Product>,
     standard: Decimal,
     sellers: HashMap<Uuid, String>,
-    customers: std::collections::HashSet<Uuid>,
+    customers: HashSet<Uuid>,
     lots: Vec<stock::Lot>,
     counter: Option<Counter>,
     session: Option<Uuid>,
@@ -144,7 +161,7 @@ async fn seller_names<C: GenericClient + Sync>(
 async fn existing_customers<C: GenericClient + Sync>(
     c: &C,
     ids: Vec<Uuid>,
-) -> Result<std::collections::HashSet<Uuid>> {
+) -> Result<HashSet<Uuid>> {
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
         "SELECT id FROM customers WHERE id = ANY({ids}) AND NOT is_deleted"
@@ -211,40 +228,27 @@ fn plan_one(sale: &NewSale, locked: &mut Locked, counter: &mut Counter) -> Resul
         }
     }
     locked.lots = lots;
-    let icv = counter.icv + 1;
-    let created_at = sale.occurred_at.unwrap_or_else(Utc::now).trunc_subsecs(6);
-    let mut made = Sale {
-        id: Uuid::now_v7(),
-        branch_id: sale.branch_id,
-        icv,
-        invoice_number: format!("{}-{:08}", counter.branch_code, icv),
-        customer_id: sale.customer_id,
-        prescription_id: None,
-        coupon_code: None,
-        payment_method: sale.payment_method.clone(),
-        discount: totals.discount,
-        subtotal: totals.subtotal,
-        vat: totals.vat,
-        total: totals.total,
-        cash_session_id: locked.session,
-        device_id: sale.device_id,
-        client_mutation_id: sale.client_mutation_id.clone(),
-        status: "completed".to_owned(),
-        previous_invoice_hash: counter.previous_hash.clone(),
-        invoice_hash: String::new(),
-        created_by: sale.user_id,
-        created_by_name: locked
-            .sellers
-            .get(&sale.user_id)
-            .cloned()
-            .unwrap_or_default(),
-        // Allocated when written, after the batches' revs.
-        rev: 0,
-        created_at,
-        items,
-    };
-    made.invoice_hash = invoice_hash(&made, created_at);
-    counter.icv = icv;
+    let made = store::assemble(
+        sale,
+        counter,
+        Taken {
+            id: Uuid::now_v7(),
+            icv: counter.icv + 1,
+            items,
+            totals,
+            coupon_code: None,
+            cash_session_id: locked.session,
+            seller_name: locked
+                .sellers
+                .get(&sale.user_id)
+                .cloned()
+                .unwrap_or_default(),
+            // Allocated when written, after the batches' revs.
+            rev: 0,
+            created_at: sale.occurred_at.unwrap_or_else(Utc::now).trunc_subsecs(6),
+        },
+    );
+    counter.icv = made.icv;
     counter.previous_hash = made.invoice_hash.clone();
     Ok(Planned {
         sale: made,
@@ -265,18 +269,10 @@ async fn write_run<C: GenericClient + Sync>(
     expected_icv: i64,
     counter: &Counter,
 ) -> Result<()> {
-    let mut takes: Vec<(Uuid, i32)> = Vec::new();
-    for p in planned.iter() {
-        for (batch, qty) in per_batch(&p.pieces) {
-            match takes.iter_mut().find(|(b, _)| *b == batch) {
-                Some((_, q)) => *q += qty,
-                None => takes.push((batch, qty)),
-            }
-        }
-    }
+    let takes = store::per_batch(planned.iter().flat_map(|p| p.pieces.iter()));
     let mut first = vec![
         stock::take_stmt(&takes),
-        movements_stmt(branch_id, planned),
+        store::movements_stmt(planned.iter().map(|p| (&p.sale, &p.pieces[..]))),
         counter_cas_stmt(branch_id, expected_icv, counter),
         changes::allocate_many_stmt(planned.len())?,
     ];
@@ -319,145 +315,21 @@ async fn write_run<C: GenericClient + Sync>(
     }
     // The sales before their lines (foreign key).
     let made: Vec<&Sale> = planned.iter().map(|p| &p.sale).collect();
-    let mut second = vec![sales_stmt(planned), items_stmt(&made)];
-    if planned.iter().any(|p| !p.overrides.is_empty()) {
-        second.push(overrides_stmt(planned));
-    }
+    let rows: Vec<Stored<'_>> = planned
+        .iter()
+        .map(|p| Stored {
+            sale: &p.sale,
+            digest: p.digest.clone(),
+            coupon_id: None,
+        })
+        .collect();
+    let mut second = vec![store::sales_stmt(&rows), store::items_stmt(&made)];
+    second.extend(store::overrides_stmt(
+        planned.iter().map(|p| (&p.sale, &p.overrides[..])),
+    ));
     second.push(changes::append_unnest_stmt(feed));
     db::pipeline(tx, &second).await?;
     Ok(())
-}
-
-fn movements_stmt(branch_id: Uuid, planned: &[Planned]) -> Stmt {
-    let (mut ids, mut batches, mut medicines, mut qtys, mut sales, mut users) = (
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-    );
-    for p in planned {
-        for piece in &p.pieces {
-            ids.push(Uuid::now_v7());
-            batches.push(piece.batch_id);
-            medicines.push(piece.medicine_id);
-            qtys.push(-piece.quantity);
-            sales.push(p.sale.id);
-            users.push(p.sale.created_by);
-        }
-    }
-    let kind = Kind::Sale.as_str();
-    let q = sea_query::raw_query!(
-        PostgresQueryBuilder,
-        r#"INSERT INTO stock_movements
-             (id, batch_id, medicine_id, branch_id, kind, qty, reference_type, reference_id, created_by)
-           SELECT m.id, m.batch_id, m.medicine_id, {branch_id}, {kind}, m.qty, 'sale', m.sale_id,
-                  m.user_id
-           FROM unnest({ids}::uuid[], {batches}::uuid[], {medicines}::uuid[], {qtys}::int4[],
-                       {sales}::uuid[], {users}::uuid[])
-             AS m(id, batch_id, medicine_id, qty, sale_id, user_id)"#
-    );
-    Stmt::raw(q.sql, q.values)
-}
-
-/// Text for an optional value in a text array ('' for none).
-fn opt_text(v: Option<impl ToString>) -> String {
-    v.map(|v| v.to_string()).unwrap_or_default()
-}
-
-fn sales_stmt(planned: &[Planned]) -> Stmt {
-    let s = |f: &dyn Fn(&Planned) -> String| planned.iter().map(f).collect::<Vec<String>>();
-    let ids: Vec<Uuid> = planned.iter().map(|p| p.sale.id).collect();
-    let branches: Vec<Uuid> = planned.iter().map(|p| p.sale.branch_id).collect();
-    let icvs: Vec<i64> = planned.iter().map(|p| p.sale.icv).collect();
-    let numbers = s(&|p| p.sale.invoice_number.clone());
-    let customers = s(&|p| opt_text(p.sale.customer_id));
-    let methods = s(&|p| p.sale.payment_method.clone());
-    let gross = s(&|p| (p.sale.total + p.sale.discount).to_string());
-    let discount = s(&|p| p.sale.discount.to_string());
-    let subtotal = s(&|p| p.sale.subtotal.to_string());
-    let vat = s(&|p| p.sale.vat.to_string());
-    let total = s(&|p| p.sale.total.to_string());
-    let sessions = s(&|p| opt_text(p.sale.cash_session_id));
-    let devices = s(&|p| opt_text(p.sale.device_id));
-    let cmids: Vec<String> = s(&|p| p.sale.client_mutation_id.clone().unwrap_or_default());
-    let has_cmid: Vec<bool> = planned
-        .iter()
-        .map(|p| p.sale.client_mutation_id.is_some())
-        .collect();
-    let digests = s(&|p| p.digest.clone());
-    let previous = s(&|p| p.sale.previous_invoice_hash.clone());
-    let hashes = s(&|p| p.sale.invoice_hash.clone());
-    let creators: Vec<Uuid> = planned.iter().map(|p| p.sale.created_by).collect();
-    let revs: Vec<i64> = planned.iter().map(|p| p.sale.rev).collect();
-    let created = s(&|p| p.sale.created_at.to_rfc3339());
-    let q = sea_query::raw_query!(
-        PostgresQueryBuilder,
-        r#"INSERT INTO sales
-             (id, branch_id, icv, invoice_number, customer_id, payment_method, gross, discount,
-              subtotal, vat, total, cash_session_id, device_id, client_mutation_id,
-              request_digest, previous_invoice_hash, invoice_hash, created_by, rev, created_at)
-           SELECT s.id, s.branch_id, s.icv, s.number, nullif(s.customer, '')::uuid, s.method,
-                  s.gross::numeric, s.discount::numeric, s.subtotal::numeric, s.vat::numeric,
-                  s.total::numeric, nullif(s.session, '')::uuid, nullif(s.device, '')::uuid,
-                  CASE WHEN s.has_cmid THEN s.cmid END, s.digest, s.previous, s.hash,
-                  s.created_by, s.rev, s.created_at::timestamptz
-           FROM unnest({ids}::uuid[], {branches}::uuid[], {icvs}::int8[], {numbers}::text[],
-                       {customers}::text[], {methods}::text[], {gross}::text[],
-                       {discount}::text[], {subtotal}::text[], {vat}::text[], {total}::text[],
-                       {sessions}::text[], {devices}::text[], {cmids}::text[],
-                       {has_cmid}::bool[], {digests}::text[], {previous}::text[],
-                       {hashes}::text[], {creators}::uuid[], {revs}::int8[], {created}::text[])
-             AS s(id, branch_id, icv, number, customer, method, gross, discount, subtotal, vat,
-                  total, session, device, cmid, has_cmid, digest, previous, hash, created_by,
-                  rev, created_at)"#
-    );
-    Stmt::raw(q.sql, q.values)
-}
-
-/// The lines of `sales` in one statement of constant text.
-pub(super) fn items_stmt(sales: &[&Sale]) -> Stmt {
-    let lines = || {
-        sales
-            .iter()
-            .flat_map(|s| s.items.iter().map(move |i| (*s, i)))
-    };
-    let ids: Vec<Uuid> = lines().map(|(_, i)| i.id).collect();
-    let sale_ids: Vec<Uuid> = lines().map(|(s, _)| s.id).collect();
-    let numbers: Vec<i32> = sales
-        .iter()
-        .flat_map(|s| (0..s.items.len()).map(|n| n as i32))
-        .collect();
-    let medicines: Vec<Uuid> = lines().map(|(_, i)| i.medicine_id).collect();
-    let batches: Vec<Uuid> = lines().map(|(_, i)| i.batch_id).collect();
-    let qtys: Vec<i32> = lines().map(|(_, i)| i.quantity).collect();
-    let t = |f: &dyn Fn(&SaleItem) -> Decimal| {
-        lines()
-            .map(|(_, i)| f(i).to_string())
-            .collect::<Vec<String>>()
-    };
-    let prices = t(&|i| i.unit_price);
-    let discounts = t(&|i| i.discount);
-    let totals = t(&|i| i.line_total);
-    let rates = t(&|i| Decimal::from(i.vat_rate) / Decimal::ONE_HUNDRED);
-    let vats = t(&|i| i.vat_amount);
-    let costs = t(&|i| i.cost_at_sale);
-    let q = sea_query::raw_query!(
-        PostgresQueryBuilder,
-        r#"INSERT INTO sale_items
-             (id, sale_id, line_no, medicine_id, batch_id, quantity, unit_price, discount,
-              line_total, vat_rate, vat_amount, cost_at_sale)
-           SELECT i.id, i.sale_id, i.line_no, i.medicine_id, i.batch_id, i.quantity,
-                  i.price::numeric, i.discount::numeric, i.total::numeric, i.rate::numeric,
-                  i.vat::numeric, i.cost::numeric
-           FROM unnest({ids}::uuid[], {sale_ids}::uuid[], {numbers}::int4[], {medicines}::uuid[],
-                       {batches}::uuid[], {qtys}::int4[], {prices}::text[], {discounts}::text[],
-                       {totals}::text[], {rates}::text[], {vats}::text[], {costs}::text[])
-             AS i(id, sale_id, line_no, medicine_id, batch_id, quantity, price, discount, total,
-                  rate, vat, cost)"#
-    );
-    Stmt::raw(q.sql, q.values)
 }
 
 /// Advances the counter past the run by compare-and-set: no row when
@@ -505,59 +377,4 @@ fn session_totals_stmt(id: Uuid, planned: &[Planned]) -> Stmt {
            RETURNING id"#
     );
     Stmt::raw(q.sql, q.values)
-}
-
-/// The audit-log entries of the run's price overrides, in one statement.
-fn overrides_stmt(planned: &[Planned]) -> Stmt {
-    let mut entries = Vec::new();
-    for p in planned {
-        for o in &p.overrides {
-            let (before, after) = override_images(&p.sale, o);
-            entries.push((
-                p.sale.created_by,
-                p.sale.id,
-                before,
-                after,
-                p.sale.branch_id,
-            ));
-        }
-    }
-    let ids: Vec<Uuid> = entries.iter().map(|_| Uuid::now_v7()).collect();
-    let actors: Vec<Uuid> = entries.iter().map(|e| e.0).collect();
-    let sales: Vec<String> = entries.iter().map(|e| e.1.to_string()).collect();
-    let befores: Vec<String> = entries.iter().map(|e| e.2.to_string()).collect();
-    let afters: Vec<String> = entries.iter().map(|e| e.3.to_string()).collect();
-    let branches: Vec<Uuid> = entries.iter().map(|e| e.4).collect();
-    let q = sea_query::raw_query!(
-        PostgresQueryBuilder,
-        r#"INSERT INTO audit_log (id, actor_id, action, entity_type, entity_id, before, after, branch_id)
-           SELECT a.id, a.actor, 'price_override', 'sale', a.sale, a.before::jsonb,
-                  a.after::jsonb, a.branch
-           FROM unnest({ids}::uuid[], {actors}::uuid[], {sales}::text[], {befores}::text[],
-                       {afters}::text[], {branches}::uuid[])
-             AS a(id, actor, sale, before, after, branch)"#
-    );
-    Stmt::raw(q.sql, q.values)
-}
-
-/// Makes `sales` in order inside `tx`: each run of consecutive plain sales
-/// through the set-based writer, any other sale on its own (it may lock a
-/// prescription or still be refused while writing; see `create_shared`).
-/// The outer error is a fault: the caller drops `tx` and makes the sales
-/// one at a time.
-pub(crate) async fn make_all(tx: &mut Tx<'_>, sales: &[&NewSale]) -> Result<Vec<Result<Sale>>> {
-    let mut made = Vec::with_capacity(sales.len());
-    let mut rest = sales;
-    while let Some(first) = rest.first() {
-        let plain = rest.iter().take_while(|s| is_plain(s)).count();
-        if plain > 0 {
-            let (run, after) = rest.split_at(plain);
-            made.extend(make_run(&**tx, run).await?);
-            rest = after;
-        } else {
-            made.push(create_shared(tx, first).await?);
-            rest = rest.get(1..).unwrap_or_default();
-        }
-    }
-    Ok(made)
 }

@@ -26,28 +26,12 @@
 //! `chain` (the invoice hash chain), `model` (the sale as answered), and
 //! here the branch actor's command.
 
-use std::collections::HashMap;
-
-use chrono::{DateTime, SubsecRound, Utc};
 use deadpool_postgres::GenericClient;
-use rust_decimal::Decimal;
-use sea_query::{Expr, ExprTrait, Order, Query};
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
-use tokio_postgres::Row;
-use uuid::Uuid;
 
-use crate::coupons::{self, Coupon};
-use crate::customers;
-use crate::db::{self, Pool, Stmt, Tx};
-use crate::error::{Code, Error, Result};
-use crate::idempotency::{self, Key, RequestDigest, Scope};
-use crate::input;
-use crate::role::{Action, Role};
-use crate::stock::{self, Kind, Movement};
-use crate::sync::changes::{self, Change, Op};
+use crate::db::{Pool, Tx};
+use crate::error::{Error, Result};
+use crate::idempotency;
 use crate::users::sessions;
-use crate::wire;
 use actors::runtime::Command;
 
 mod chain;
@@ -58,17 +42,15 @@ mod plan;
 mod prescription;
 mod read;
 mod request;
+mod store;
 mod write;
 
-pub use chain::*;
-use group::items_stmt;
-pub(crate) use group::make_all;
-pub use model::*;
-use plan::*;
-use prescription::*;
-pub use read::*;
-pub use request::*;
-pub use write::*;
+pub use chain::{canonical, invoice_hash, verify_chain, ChainReport, GENESIS_HASH};
+pub use model::{Sale, SaleItem};
+pub use plan::standard_rate;
+pub use read::{get, list, ListFilter};
+pub use request::{Line, NewSale, SaleLineRequest, SaleRequest, PAYMENT_METHODS};
+pub use write::{create, create_shared, ensure_counter};
 
 /// What a create answered: the sale, and whether it was a replay of an
 /// earlier request with the same mutation id.
@@ -119,6 +101,29 @@ impl Command for CreateSale {
     }
 }
 
+/// Makes `sales` in order inside `tx`: each run of consecutive plain sales
+/// through the set-based group writer (`group`), any other sale on its own
+/// (it may lock a prescription or still be refused while writing; see
+/// `create_shared`). Both store through `store`, the one writer of sale
+/// rows. The outer error is a fault: the caller drops `tx` and makes the
+/// sales one at a time.
+pub(crate) async fn make_all(tx: &mut Tx<'_>, sales: &[&NewSale]) -> Result<Vec<Result<Sale>>> {
+    let mut made = Vec::with_capacity(sales.len());
+    let mut rest = sales;
+    while let Some(first) = rest.first() {
+        let plain = rest.iter().take_while(|s| group::is_plain(s)).count();
+        if plain > 0 {
+            let (run, after) = rest.split_at(plain);
+            made.extend(group::make_run(&**tx, run).await?);
+            rest = after;
+        } else {
+            made.push(create_shared(tx, first).await?);
+            rest = rest.get(1..).unwrap_or_default();
+        }
+    }
+    Ok(made)
+}
+
 /// The earlier sale with this branch's mutation id, when there is one.
 pub(crate) async fn replay<C: GenericClient + Sync>(
     c: &C,
@@ -139,7 +144,13 @@ pub(crate) async fn replay<C: GenericClient + Sync>(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use rust_decimal::Decimal;
+    use uuid::Uuid;
+
+    use super::chain::{canonical, invoice_hash};
+    use super::model::{Sale, SaleItem};
+    use super::plan::{percent, totals, vat_included, Totals};
+    use super::prescription::{allocate, RxLine, Uncovered};
 
     fn line(medicine: Uuid, quantity: i32, dispensed: i32) -> RxLine {
         RxLine {

@@ -1,6 +1,9 @@
 //! A made sale and its lines, as answered and stored.
 
-use super::*;
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 /// A sale as read back. Money as decimal strings.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]

@@ -1,7 +1,25 @@
 //! Planning a sale: the reads and locks, FEFO picks, prices, VAT and coupons,
 //! and every refusal, before anything is written.
 
-use super::*;
+use std::collections::HashMap;
+
+use chrono::{DateTime, SubsecRound, Utc};
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use sea_query::Query;
+use uuid::Uuid;
+
+use super::model::SaleItem;
+use super::prescription::{prescription, Dispense};
+use super::request::NewSale;
+use super::write::user_name;
+use crate::coupons::{self, Coupon};
+use crate::customers;
+use crate::db;
+use crate::error::{Code, Error, Result};
+use crate::role::Action;
+use crate::stock;
+use crate::wire;
 
 /// A medicine as a sale needs it.
 pub(super) struct Product {

@@ -1,7 +1,19 @@
 //! What a sale may dispense against a prescription, and what it records as
 //! dispensed.
 
-use super::*;
+use std::collections::HashMap;
+
+use chrono::Utc;
+use deadpool_postgres::GenericClient;
+use sea_query::{Expr, ExprTrait, Query};
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use super::model::Sale;
+use super::plan::Product;
+use super::request::NewSale;
+use crate::db::{self, Stmt};
+use crate::error::{Code, Error, Result};
 
 /// One line of the prescription a sale names, as locked.
 #[derive(Debug, Clone)]

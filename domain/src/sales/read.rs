@@ -1,6 +1,18 @@
 //! Reading sales back: one, a filtered page, and the row mappers.
 
-use super::*;
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use sea_query::{Expr, ExprTrait, Order, Query};
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use super::model::{Sale, SaleItem};
+use super::plan::percent;
+use crate::db;
+use crate::error::Result;
 
 pub(super) const SALE_COLUMNS: &str = "s.id, s.branch_id, s.icv, s.invoice_number, s.customer_id, \
     s.prescription_id, s.coupon_code, s.payment_method, s.discount, s.subtotal, s.vat, s.total, \

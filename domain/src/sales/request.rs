@@ -1,7 +1,15 @@
 //! The sale request as a till or the REST API sends it, its validation, and
 //! the checked sale a branch actor makes.
 
-use super::*;
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::idempotency::{Key, RequestDigest, Scope};
+use crate::input;
+use crate::role::Role;
 use crate::users::sessions::Signer;
 
 pub const PAYMENT_METHODS: [&str; 4] = ["cash", "card", "mobile_money", "credit"];

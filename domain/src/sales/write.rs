@@ -1,53 +1,23 @@
 //! Writing a planned sale: stock, counter, cash session, customer, register
 //! and change log, in pipelined statements.
 
-use super::*;
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use sea_query::{Expr, ExprTrait, Query};
+use tokio_postgres::Row;
+use uuid::Uuid;
 
-/// What a price override's audit-log entry records: the price before and
-/// the price given, with the line and the invoice.
-pub(super) fn override_images(s: &Sale, o: &Override) -> (serde_json::Value, serde_json::Value) {
-    let before = serde_json::json!({
-        "medicine_id": o.medicine_id,
-        "unit_price": wire::two_places(o.selling_price),
-    });
-    let after = serde_json::json!({
-        "medicine_id": o.medicine_id,
-        "unit_price": wire::two_places(o.unit_price),
-        "quantity": o.quantity,
-        "branch_id": s.branch_id,
-        "invoice_number": s.invoice_number,
-    });
-    (before, after)
-}
-
-/// The audit-log entry of a price override.
-pub(super) fn override_stmt(s: &Sale, o: &Override) -> Stmt {
-    let (before, after) = override_images(s, o);
-    let q = Query::insert()
-        .into_table("audit_log")
-        .columns([
-            "id",
-            "actor_id",
-            "action",
-            "entity_type",
-            "entity_id",
-            "before",
-            "after",
-            "branch_id",
-        ])
-        .values_panic([
-            Uuid::now_v7().into(),
-            s.created_by.into(),
-            "price_override".into(),
-            "sale".into(),
-            s.id.to_string().into(),
-            before.into(),
-            after.into(),
-            s.branch_id.into(),
-        ])
-        .to_owned();
-    Stmt::of(&q)
-}
+use super::chain::GENESIS_HASH;
+use super::model::{Sale, SaleItem};
+use super::plan::{prepare, Plan};
+use super::request::NewSale;
+use super::store::{self, Counter, Stored, Taken};
+use crate::coupons::{self, Coupon};
+use crate::customers;
+use crate::db::{self, Stmt, Tx};
+use crate::error::{Code, Error, Result};
+use crate::stock;
+use crate::sync::changes::{self, Change, Op};
 
 /// Makes the sale in `tx`. The caller commits.
 pub async fn create<C: GenericClient + Sync>(tx: &C, sale: &NewSale) -> Result<Sale> {
@@ -129,7 +99,7 @@ pub(super) async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Re
     // is two pipelined round trips: first the writes whose answers the sale
     // needs (the batches with their revs, the invoice number, the cash
     // session, the sale's rev), in lock order, then the rows that use them.
-    let takes = per_batch(&pieces);
+    let takes = store::per_batch(pieces.iter());
     let answers = db::pipeline(
         tx,
         &[
@@ -159,50 +129,26 @@ pub(super) async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Re
         .first()
         .map(|r| r.get(0))
         .ok_or_else(|| Error::internal("nextval returned no row"))?;
-    let mut made = Sale {
-        id: sale_id,
-        branch_id: sale.branch_id,
-        icv: counter.icv,
-        invoice_number: format!("{}-{:08}", counter.branch_code, counter.icv),
-        customer_id: sale.customer_id,
-        prescription_id: sale.prescription_id,
-        coupon_code: coupon.as_ref().map(|c| c.code.clone()),
-        payment_method: sale.payment_method.clone(),
-        discount: totals.discount,
-        subtotal: totals.subtotal,
-        vat: totals.vat,
-        total: totals.total,
-        cash_session_id,
-        device_id: sale.device_id,
-        client_mutation_id: sale.client_mutation_id.clone(),
-        status: "completed".to_owned(),
-        previous_invoice_hash: counter.previous_hash,
-        invoice_hash: String::new(),
-        created_by: sale.user_id,
-        created_by_name: seller_name,
-        rev,
-        created_at,
-        items,
-    };
-    made.invoice_hash = invoice_hash(&made, created_at);
+    let made = store::assemble(
+        sale,
+        &counter,
+        Taken {
+            id: sale_id,
+            icv: counter.icv,
+            items,
+            totals,
+            coupon_code: coupon.as_ref().map(|c| c.code.clone()),
+            cash_session_id,
+            seller_name,
+            rev,
+            created_at,
+        },
+    );
     // The register names the prescription's patient and prescriber.
     let (patient, licence) = dispense
         .as_ref()
         .map(|d| (d.patient_id.as_str(), d.licence.as_str()))
         .unwrap_or_default();
-    let movements: Vec<(Movement, Uuid, Uuid)> = pieces
-        .iter()
-        .map(|p| {
-            let m = Movement {
-                batch_id: p.batch_id,
-                delta: -p.quantity,
-                kind: Kind::Sale,
-                reference: Some(("sale", sale_id)),
-                user_id: sale.user_id,
-            };
-            (m, p.medicine_id, sale.branch_id)
-        })
-        .collect();
     let mut feed = Vec::with_capacity(taken.len() + 1);
     for row in &taken {
         let batch = stock::Batch::from_row(row);
@@ -219,7 +165,7 @@ pub(super) async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Re
         },
     ));
     // The sale row goes before its items and register rows (foreign keys).
-    let mut writes = vec![stock::movements_stmt(&movements)];
+    let mut writes = vec![store::movements_stmt(std::iter::once((&made, &pieces[..])))];
     writes.extend(store_stmts(&made, sale, coupon.as_ref()));
     writes.extend(
         made.items
@@ -227,7 +173,10 @@ pub(super) async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Re
             .filter(|i| catalogue[&i.medicine_id].is_controlled)
             .map(|item| controlled_stmt(&made, item, patient, licence)),
     );
-    writes.extend(overrides.iter().map(|o| override_stmt(&made, o)));
+    writes.extend(store::overrides_stmt(std::iter::once((
+        &made,
+        &overrides[..],
+    ))));
     // The prescription's updates after the sale row (its `sale_id` names it).
     let rx_from = writes.len();
     if let Some(d) = &dispense {
@@ -258,35 +207,6 @@ pub(super) async fn user_name<C: GenericClient + Sync>(c: &C, id: Uuid) -> Resul
         .await?
         .map(|r| r.get(0))
         .unwrap_or_default())
-}
-
-pub(super) struct Counter {
-    pub(super) icv: i64,
-    pub(super) previous_hash: String,
-    pub(super) branch_code: String,
-}
-
-impl Counter {
-    pub(super) fn from_row(r: &Row) -> Counter {
-        Counter {
-            icv: r.get(0),
-            previous_hash: r.get(1),
-            branch_code: r.get(2),
-        }
-    }
-}
-
-/// What the sale takes from each batch: pieces of one batch summed, in the
-/// order the batches were picked.
-pub(super) fn per_batch(pieces: &[Piece]) -> Vec<(Uuid, i32)> {
-    let mut takes: Vec<(Uuid, i32)> = Vec::new();
-    for p in pieces {
-        match takes.iter_mut().find(|(b, _)| *b == p.batch_id) {
-            Some((_, qty)) => *qty += p.quantity,
-            None => takes.push((p.batch_id, p.quantity)),
-        }
-    }
-    takes
 }
 
 /// Takes the branch's next invoice number (no row when the branch has no
@@ -353,69 +273,20 @@ pub(super) fn session_stmt(sale: &NewSale, total: Decimal, vat: Decimal) -> Stmt
 }
 
 /// The sale row, its items and the counter's new last hash, in that order.
-pub(super) fn store_stmts(s: &Sale, sale: &NewSale, coupon: Option<&Coupon>) -> [Stmt; 3] {
-    let gross = s.total + s.discount;
-    let insert = Query::insert()
-        .into_table("sales")
-        .columns([
-            "id",
-            "branch_id",
-            "icv",
-            "invoice_number",
-            "customer_id",
-            "prescription_id",
-            "coupon_id",
-            "coupon_code",
-            "payment_method",
-            "gross",
-            "discount",
-            "subtotal",
-            "vat",
-            "total",
-            "cash_session_id",
-            "device_id",
-            "client_mutation_id",
-            "request_digest",
-            "previous_invoice_hash",
-            "invoice_hash",
-            "created_by",
-            "rev",
-            "created_at",
-        ])
-        .values_panic([
-            s.id.into(),
-            s.branch_id.into(),
-            s.icv.into(),
-            s.invoice_number.clone().into(),
-            s.customer_id.into(),
-            s.prescription_id.into(),
-            coupon.map(|c| c.id).into(),
-            s.coupon_code.clone().into(),
-            s.payment_method.clone().into(),
-            gross.into(),
-            s.discount.into(),
-            s.subtotal.into(),
-            s.vat.into(),
-            s.total.into(),
-            s.cash_session_id.into(),
-            s.device_id.into(),
-            s.client_mutation_id.clone().into(),
-            sale.digest().into_string().into(),
-            s.previous_invoice_hash.clone().into(),
-            s.invoice_hash.clone().into(),
-            s.created_by.into(),
-            s.rev.into(),
-            s.created_at.into(),
-        ])
-        .to_owned();
+fn store_stmts(s: &Sale, sale: &NewSale, coupon: Option<&Coupon>) -> [Stmt; 3] {
+    let row = Stored {
+        sale: s,
+        digest: sale.digest().into_string(),
+        coupon_id: coupon.map(|c| c.id),
+    };
     let (branch_id, hash) = (s.branch_id, s.invoice_hash.clone());
     let last_hash = sea_query::raw_query!(
         PostgresQueryBuilder,
         "UPDATE invoice_counters SET last_hash = {hash} WHERE branch_id = {branch_id}"
     );
     [
-        Stmt::of(&insert),
-        items_stmt(&[s]),
+        store::sales_stmt(&[row]),
+        store::items_stmt(&[s]),
         Stmt::raw(last_hash.sql, last_hash.values),
     ]
 }

@@ -2,7 +2,27 @@
 //! branch actor (a run of them in one shared transaction, falling back to one
 //! transaction each), updates judged for conflicts.
 
-use super::*;
+use deadpool_postgres::GenericClient;
+use serde_json::Value as Json;
+use tracing::Instrument;
+use uuid::Uuid;
+
+use super::answer::{AcceptedChange, Answer};
+use super::ledger::{
+    claim, claim_all, rejected, rejection, rejects, repeat_of, store_answer, store_answers,
+    Answered, Claim,
+};
+use super::parse::{base_rev, new_sale, optional_id, required_id, Change};
+use super::Pusher;
+use crate::db::{Pool, Tx};
+use crate::error::{Code, Error, Result};
+use crate::group_commit::{self, Group};
+use crate::role::Action;
+use crate::sales::{NewSale, Sale};
+use crate::sync::conflicts::{self, NewConflict, Origin};
+use crate::sync::entities::{same, Entity};
+use crate::sync::metrics::SYNC_CHANGES;
+use actors::runtime::Command;
 
 /// Consecutive sales of one batch, applied in order on the branch actor.
 pub(super) struct ApplySales {
@@ -22,28 +42,53 @@ impl Command for ApplySales {
             changes,
             span,
         } = self;
-        async move {
-            if changes.len() > 1 {
-                match in_one_transaction(&pool, &pusher, &changes).await {
-                    Ok(answers) => return Ok(answers),
-                    Err(fault) => tracing::warn!(
-                        error = ?fault,
-                        changes = changes.len(),
-                        "pushed sales failed together; applying them one by one"
-                    ),
-                }
-            }
-            // A lone sale, or a run whose shared transaction faulted (none of
-            // it stands): one transaction per change, stopping at the first
-            // fault as a batch always has. What did commit replays.
-            let mut answers = Vec::with_capacity(changes.len());
-            for change in changes {
-                answers.push(apply_change(&pool, &pusher, change).await?);
-            }
-            Ok(answers)
-        }
-        .instrument(span)
-        .await
+        let run: Vec<PushedSale> = changes
+            .into_iter()
+            .map(|change| PushedSale {
+                pusher: pusher.clone(),
+                change,
+            })
+            .collect();
+        // The one group-with-fallback routine of the service: together in
+        // one transaction, else one transaction per change, stopping at the
+        // first fault as a batch always has (what did commit replays).
+        group_commit::with_fallback::<PushedSales>(&pool, &run)
+            .instrument(span)
+            .await
+            .into_iter()
+            .collect()
+    }
+}
+
+/// One pushed sale, with who pushed it.
+#[derive(Clone)]
+pub(super) struct PushedSale {
+    pusher: Pusher,
+    change: Change,
+}
+
+/// A run of a batch's consecutive sales, grouped as `group_commit` groups
+/// a branch's REST sales.
+pub(super) struct PushedSales;
+
+impl Group for PushedSales {
+    type Request = PushedSale;
+    type Output = Answer;
+    const NAME: &'static str = "push_sales";
+    const LABEL: &'static str = "push";
+    const STOP_AT_FIRST_ERROR: bool = true;
+
+    async fn together(pool: &Pool, run: &[PushedSale]) -> Result<Vec<Result<Answer>>> {
+        let Some(first) = run.first() else {
+            return Ok(Vec::new());
+        };
+        let changes: Vec<Change> = run.iter().map(|s| s.change.clone()).collect();
+        let answers = in_one_transaction(pool, &first.pusher, &changes).await?;
+        Ok(answers.into_iter().map(Ok).collect())
+    }
+
+    async fn alone(pool: &Pool, sale: PushedSale) -> Result<Answer> {
+        apply_change(pool, &sale.pusher, sale.change).await
     }
 }
 

@@ -5,7 +5,16 @@
 //! the claim before the effect (a concurrent claimant waits on the key)
 //! and the stored answer.
 
-use super::*;
+use deadpool_postgres::GenericClient;
+use sea_query::{Expr, ExprTrait, OnConflict, Query};
+use uuid::Uuid;
+
+use super::answer::{Answer, RejectedChange};
+use super::apply::count;
+use super::parse::Change;
+use crate::db;
+use crate::error::{Code, Error, Result};
+use crate::idempotency::{self, Key, Scope};
 
 /// Longest `message` of a rejection: it may quote what the till sent.
 pub(super) const MAX_MESSAGE_CHARS: usize = 500;

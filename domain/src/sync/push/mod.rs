@@ -30,33 +30,26 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use chrono::{DateTime, Duration, Utc};
-use deadpool_postgres::GenericClient;
-use sea_query::{Expr, ExprTrait, OnConflict, Query};
-use serde_json::{json, Value as Json};
 use tracing::Instrument;
 use uuid::Uuid;
 
-use crate::db::{Pool, Tx};
-use crate::error::Code;
-use crate::idempotency::{self, Key, RequestDigest, Scope};
-use crate::sales::{NewSale, Sale, SaleRequest};
-use crate::{db, Action, Command, Error, Registry, Result, Role};
-
-use crate::sync::conflicts::{self, NewConflict, Origin};
+use crate::db::Pool;
+use crate::error::{Error, Result};
+use crate::role::Role;
 use crate::sync::devices;
-use crate::sync::entities::{same, Entity};
-use crate::sync::metrics::{SYNC_CHANGES, SYNC_PUSH_SECONDS};
+use crate::sync::metrics::SYNC_PUSH_SECONDS;
+use actors::runtime::{Command, Registry};
 
 mod answer;
 mod apply;
 mod ledger;
 mod parse;
 
-pub use answer::*;
-use apply::*;
-use ledger::*;
-pub use parse::*;
+pub use answer::{AcceptedChange, Answer, PushAnswer, RejectedChange};
+use apply::{apply_change, ApplySales};
+use ledger::stored_answers;
+use parse::is_sale;
+pub use parse::{Change, PushChange, PushRequest};
 
 /// Most changes one push may carry.
 pub const MAX_CHANGES: usize = 500;
@@ -169,6 +162,10 @@ impl PushBatch {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
+    use super::ledger::{rejected, Answered, MAX_MESSAGE_CHARS};
+    use super::parse::MAX_NAME_CHARS;
     use super::*;
 
     /// What `f` logs, as the plain text formatter writes it.

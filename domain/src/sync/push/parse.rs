@@ -1,7 +1,14 @@
 //! Reading a pushed change: its shape, its digest, and the fields its payload
 //! must carry.
 
-use super::*;
+use chrono::{DateTime, Duration, Utc};
+use serde_json::{json, Value as Json};
+use uuid::Uuid;
+
+use super::Pusher;
+use crate::error::{Error, Result};
+use crate::idempotency::RequestDigest;
+use crate::sales::{NewSale, SaleRequest};
 
 /// Longest `entity` or `op` a change may name (the longest real one is 8).
 pub(super) const MAX_NAME_CHARS: usize = 50;

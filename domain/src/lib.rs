@@ -14,6 +14,7 @@
 pub mod db;
 pub mod error;
 pub mod group_commit;
+pub mod gs1;
 pub mod idempotency;
 pub mod input;
 pub mod paging;

@@ -72,10 +72,14 @@ codes! {
         "A payment or refund is larger than the balance it applies to; the message names both figures.";
     ReturnExceedsSold => "return_exceeds_sold", 400,
         "A return asks for more units of a sale line than are left to return (sold minus already returned or awaiting approval); the message names what is left.";
+    InvalidBarcode => "invalid_barcode", 400,
+        "A scanned code cannot be read: a bad check digit, an unknown Application Identifier, a date that does not exist, a field too long; the message says what and at which character.";
     RefundToAccount => "refund_to_account", 400,
         "A return of a sale made on credit must be refunded to the customer's account (`refund_method: credit`) while the customer still owes at least the refund; the message names both figures.";
     Unauthenticated => "unauthenticated", 401,
         "No valid access token: it is missing, malformed, expired, revoked, or its user is no longer active. Sign in again.";
+    UnknownGtin => "unknown_gtin", 404,
+        "The GTIN names no medicine or pack of the organisation.";
     Forbidden => "forbidden", 403,
         "The caller's role or branch does not allow this action (or the till is revoked or of another branch).";
     NotFound => "not_found", 404,
@@ -86,6 +90,8 @@ codes! {
         "The request or its body did not arrive in time; send it again on a fresh connection.";
     Conflict => "conflict", 409,
         "The record's state does not allow this move, a unique value is already taken, or a mutation id was reused with another body.";
+    GtinTaken => "gtin_taken", 409,
+        "The GTIN already names another medicine or pack (a GTIN names one product); the message names the holder.";
     PayloadTooLarge => "payload_too_large", 413,
         "The body or the batch is over its size limit; split it.";
     RateLimited => "rate_limited", 429,
@@ -129,6 +135,14 @@ pub enum Error {
     /// 409: the state does not allow the move, or a unique value is taken.
     #[error("{0}")]
     Conflict(String),
+    /// A refusal with its own code, answered with that code's status (a 404
+    /// `unknown_gtin`, a 409 `gtin_taken`).
+    #[error("{detail}")]
+    Coded {
+        code: Code,
+        field: Option<String>,
+        detail: String,
+    },
     /// 413: the body or a batch is over its limit.
     #[error("{0}")]
     PayloadTooLarge(String),
@@ -167,6 +181,15 @@ impl Error {
             field: Some(field.into()),
             detail: detail.into(),
             code,
+        }
+    }
+
+    /// A refusal with its own code and that code's status.
+    pub fn coded(code: Code, field: Option<&str>, detail: impl Into<String>) -> Self {
+        Error::Coded {
+            code,
+            field: field.map(str::to_owned),
+            detail: detail.into(),
         }
     }
 
@@ -232,7 +255,9 @@ impl Error {
     /// The stable code of this problem.
     pub fn code(&self) -> Code {
         match self {
-            Error::Validation { code, .. } | Error::Unavailable { code, .. } => *code,
+            Error::Validation { code, .. }
+            | Error::Unavailable { code, .. }
+            | Error::Coded { code, .. } => *code,
             Error::Unauthorized(_) => Code::Unauthenticated,
             Error::Forbidden(_) => Code::Forbidden,
             Error::NotFound(_) => Code::NotFound,
@@ -276,6 +301,9 @@ impl ResponseError for Error {
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Error::Conflict(_) => StatusCode::CONFLICT,
+            Error::Coded { code, .. } => {
+                StatusCode::from_u16(code.status()).unwrap_or(StatusCode::BAD_REQUEST)
+            }
             Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Error::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -294,7 +322,9 @@ impl ResponseError for Error {
                     None,
                 )
             }
-            Error::Validation { field, detail, .. } => (detail.clone(), field.clone()),
+            Error::Validation { field, detail, .. } | Error::Coded { field, detail, .. } => {
+                (detail.clone(), field.clone())
+            }
             other => (other.to_string(), None),
         };
         let code = self.code();
@@ -357,6 +387,13 @@ impl From<tokio_postgres::Error> for Error {
             return Error::database_unavailable(2);
         }
         if *code == SqlState::UNIQUE_VIOLATION {
+            if db.constraint() == Some("product_gtins_pkey") {
+                return Error::coded(
+                    Code::GtinTaken,
+                    Some("gtin"),
+                    "This GTIN already names another medicine or pack.",
+                );
+            }
             return Error::conflict("A record with the same unique value already exists.");
         }
         if *code == SqlState::FOREIGN_KEY_VIOLATION {

@@ -234,6 +234,17 @@ fn within(field: &str, v: &str, max: usize) -> Result<String> {
     Ok(v.to_owned())
 }
 
+/// A field that may be absent (`None`), null (`Some(None)`, clearing it) or
+/// a value; use with `#[serde(default, deserialize_with = "input::nullable")]`.
+pub fn nullable<'de, D, T>(d: D) -> std::result::Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    use serde::Deserialize;
+    Option::<T>::deserialize(d).map(Some)
+}
+
 /// A flag sent as a JSON boolean or as the snapshot's 0/1 integer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Flag(pub bool);

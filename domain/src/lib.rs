@@ -29,6 +29,7 @@ pub mod currency;
 pub mod customers;
 pub mod marketing;
 pub mod medicines;
+pub mod packs;
 pub mod settings;
 pub mod suppliers;
 pub mod users;
@@ -39,6 +40,7 @@ pub mod prescriptions;
 pub mod printing;
 pub mod returns;
 pub mod sales;
+pub mod scan;
 pub mod will_call;
 
 // Stock (receiving, counts, transfers inside), and write-offs

@@ -79,6 +79,7 @@ pub enum Action {
     WritePrescriptions,
     DecideApprovals,
     WriteCatalogue,
+    ManagePacks,
     WriteSuppliers,
     ReceivePurchases,
     QuarantineBatches,
@@ -112,7 +113,7 @@ use Role::{
 
 impl Action {
     /// Every action, in the order of docs/roles.md's role matrix.
-    pub const ALL: [Action; 35] = [
+    pub const ALL: [Action; 36] = [
         Action::Sell,
         Action::OverridePrice,
         Action::ReturnSale,
@@ -124,6 +125,7 @@ impl Action {
         Action::WritePrescriptions,
         Action::DecideApprovals,
         Action::WriteCatalogue,
+        Action::ManagePacks,
         Action::WriteSuppliers,
         Action::ReceivePurchases,
         Action::QuarantineBatches,
@@ -175,6 +177,8 @@ impl Action {
             | Action::ManageSupplierInvoices
             | Action::ManageTransfers => &[A, BM, IM],
             Action::ReceivePurchases => &[A, P],
+            // Pack sizes and GTINs are master data of the stock side.
+            Action::ManagePacks => &[A, IM],
             Action::QuarantineBatches | Action::ReadReorderSuggestions | Action::WriteOffStock => {
                 &[A, BM, IM, P]
             }
@@ -218,6 +222,7 @@ impl Action {
             Action::WritePrescriptions => "create, dispense, cancel or delete a prescription",
             Action::DecideApprovals => "approve or reject an approval request",
             Action::WriteCatalogue => "create, edit, delete medicines (REST or pushed `medicine`)",
+            Action::ManagePacks => "create, edit, delete a medicine's packs",
             Action::WriteSuppliers => "create, edit, delete suppliers (REST or pushed `supplier`)",
             Action::ReceivePurchases => "receive stock (`POST /purchases`)",
             Action::QuarantineBatches => "quarantine, release or recall a batch",

@@ -284,6 +284,15 @@ fn clone_error(e: &Error) -> Error {
         Error::NotFound(d) => Error::NotFound(d.clone()),
         Error::MethodNotAllowed(d) => Error::MethodNotAllowed(d.clone()),
         Error::Conflict(d) => Error::Conflict(d.clone()),
+        Error::Coded {
+            code,
+            field,
+            detail,
+        } => Error::Coded {
+            code: *code,
+            field: field.clone(),
+            detail: detail.clone(),
+        },
         Error::PayloadTooLarge(d) => Error::PayloadTooLarge(d.clone()),
         Error::TooManyRequests {
             detail,

@@ -55,6 +55,7 @@ const WRITE_OFF: &[Role] = QUARANTINE;
 const PUSHERS: &[Role] = &[Role::Admin, Role::Cashier];
 const PURCHASERS: &[Role] = &[Role::Admin, Role::Pharmacist];
 const AUDIT: &[Role] = &[Role::Admin, Role::Auditor];
+const PACKS: &[Role] = &[Role::Admin, Role::InventoryManager];
 
 /// Every table a request could write, each as a digest of its rows.
 /// `skip` leaves out tables a refused push writes by design (the stored
@@ -888,6 +889,21 @@ fn role_rules() -> Vec<Rule> {
             CATALOGUE,
         ),
         rule(M::DELETE, "/medicines/{rand}", none(), CATALOGUE),
+        rule(M::GET, "/medicines/{medicine}/packs", none(), ALL),
+        rule(
+            M::POST,
+            "/medicines/{rand}/packs",
+            b(json!({"name": "box", "units": 10})),
+            PACKS,
+        ),
+        rule(
+            M::PUT,
+            "/medicines/{rand}/packs/{rand}",
+            b(json!({"name": "X"})),
+            PACKS,
+        ),
+        rule(M::DELETE, "/medicines/{rand}/packs/{rand}", none(), PACKS),
+        rule(M::GET, "/scan", none(), ALL),
         rule(
             M::POST,
             "/purchases",

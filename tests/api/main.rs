@@ -37,6 +37,7 @@ mod migrations;
 mod openapi_contract;
 mod operations;
 mod ops_actors;
+mod packs;
 mod prescription_controls;
 mod prescriptions;
 mod printing;

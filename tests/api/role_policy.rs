@@ -232,6 +232,19 @@ fn probes(action: Action) -> Vec<Probe> {
             probe(M::PUT, "/medicines/{rand}", b(json!({"name": "X"}))),
             probe(M::DELETE, "/medicines/{rand}", None),
         ],
+        Action::ManagePacks => vec![
+            probe(
+                M::POST,
+                "/medicines/{rand}/packs",
+                b(json!({"name": "box", "units": 10})),
+            ),
+            probe(
+                M::PUT,
+                "/medicines/{rand}/packs/{rand}",
+                b(json!({"name": "X"})),
+            ),
+            probe(M::DELETE, "/medicines/{rand}/packs/{rand}", None),
+        ],
         Action::WriteSuppliers => vec![
             probe(M::POST, "/suppliers", b(json!({"name": "S{n}"}))),
             probe(M::PUT, "/suppliers/{rand}", b(json!({"name": "X"}))),

@@ -7,7 +7,7 @@
 
 use chrono::NaiveDate;
 use deadpool_postgres::GenericClient;
-use sea_query::{Expr, ExprTrait, Query};
+use sea_query::{Expr, ExprTrait, Order, Query};
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -179,14 +179,27 @@ pub async fn scan<C: GenericClient + Sync>(
     })
 }
 
-/// The branch's live batch of the medicine with this number.
+/// The branch's live batch of the medicine with this number (the latest
+/// received when the number was received twice).
 async fn batch<C: GenericClient + Sync>(
     c: &C,
     branch_id: Uuid,
     medicine_id: Uuid,
     number: &str,
 ) -> Result<Option<ScannedBatch>> {
-    let found = stock::find_batch(c, branch_id, medicine_id, number).await?;
+    let q = Query::select()
+        .columns(stock::COLUMNS)
+        .from("batches")
+        .and_where(Expr::col("branch_id").eq(branch_id))
+        .and_where(Expr::col("medicine_id").eq(medicine_id))
+        .and_where(Expr::col("batch_number").eq(number))
+        .and_where(Expr::col("is_deleted").eq(false))
+        .order_by("created_at", Order::Desc)
+        .limit(1)
+        .to_owned();
+    let found = db::fetch_opt(c, &q)
+        .await?
+        .map(|r| stock::Batch::from_row(&r));
     Ok(found.map(|b| ScannedBatch {
         id: b.id,
         qty_remaining: b.qty_remaining,

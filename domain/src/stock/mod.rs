@@ -485,27 +485,6 @@ pub fn available(lots: &[Lot], medicine_id: Uuid) -> i64 {
         .sum()
 }
 
-/// The branch's live batch of a medicine with this batch number (the
-/// latest received when the number was received twice).
-pub async fn find_batch<C: GenericClient + Sync>(
-    c: &C,
-    branch_id: Uuid,
-    medicine_id: Uuid,
-    batch_number: &str,
-) -> Result<Option<Batch>> {
-    let q = Query::select()
-        .columns(COLUMNS)
-        .from("batches")
-        .and_where(Expr::col("branch_id").eq(branch_id))
-        .and_where(Expr::col("medicine_id").eq(medicine_id))
-        .and_where(Expr::col("batch_number").eq(batch_number))
-        .and_where(Expr::col("is_deleted").eq(false))
-        .order_by("created_at", sea_query::Order::Desc)
-        .limit(1)
-        .to_owned();
-    Ok(db::fetch_opt(c, &q).await?.map(|r| Batch::from_row(&r)))
-}
-
 /// Live stock of a medicine: at one branch, or across the chain.
 pub async fn on_hand<C: GenericClient + Sync>(
     c: &C,

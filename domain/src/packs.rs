@@ -374,3 +374,20 @@ pub async fn list<C: GenericClient + Sync>(
         .map(Pack::from_row)
         .collect())
 }
+
+/// `GET /medicines/{id}`: a live, active medicine with its stock in
+/// `branch_id`'s scope and its active packs.
+pub async fn medicine_with_packs<C: GenericClient + Sync>(
+    c: &C,
+    id: Uuid,
+    branch_id: Option<Uuid>,
+) -> Result<Option<crate::medicines::MedicineView>> {
+    let (medicine, packs) =
+        futures_util::join!(crate::medicines::get(c, id, branch_id), list(c, id, true));
+    let Some(medicine) = medicine? else {
+        return Ok(None);
+    };
+    let mut view = medicine.view();
+    view.packs = Some(packs?);
+    Ok(Some(view))
+}

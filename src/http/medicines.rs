@@ -10,6 +10,7 @@ use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::error::Problem;
 use domain::medicines::{self, Medicine, MedicineView, MedicineWrite};
+use domain::packs;
 use domain::{Action, Error, Result};
 
 use actix_web::{delete, get, post, put};
@@ -82,10 +83,10 @@ pub async fn get(
         .await?;
     let client = state.pool.get().await?;
     let (_, medicine) = signed
-        .check_with(&client, medicines::get(&client, id, scope))
+        .check_with(&client, packs::medicine_with_packs(&client, id, scope))
         .await?;
     let medicine = medicine.ok_or_else(|| Error::not_found("Medicine not found"))?;
-    Ok(HttpResponse::Ok().json(medicine.view()))
+    Ok(HttpResponse::Ok().json(medicine))
 }
 
 /// Adds a medicine to the catalogue.

@@ -325,3 +325,94 @@ async fn unknown_and_malformed_codes_are_refused_and_change_nothing() {
         .await;
     assert_eq!(status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn a_medicine_carries_its_base_units_gtin_and_its_active_packs() {
+    let s = Shelf::open().await;
+    let id = s.medicine["id"].as_str().unwrap().to_owned();
+    let path = format!("/medicines/{id}");
+    let (status, problem) = s
+        .app
+        .call(
+            Method::PUT,
+            &path,
+            Some(&s.admin),
+            Some(json!({"gtin": "4006381333932"})),
+        )
+        .await;
+    assert_problem(status, &problem, StatusCode::BAD_REQUEST);
+    assert_eq!(problem["field"], "gtin");
+    let (status, edited) = s
+        .app
+        .call(
+            Method::PUT,
+            &path,
+            Some(&s.admin),
+            Some(json!({"gtin": STRIP_GTIN})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{edited}");
+    assert_eq!(edited["gtin"], format!("0{STRIP_GTIN}"));
+    // The base unit holds it: no pack and no other medicine may take it.
+    let (status, problem) = s
+        .add(
+            &s.keeper,
+            json!({"name": "strip", "units": 10, "gtin": STRIP_GTIN}),
+        )
+        .await;
+    assert_problem(status, &problem, StatusCode::CONFLICT);
+    assert_eq!(problem["code"], "gtin_taken");
+    let (status, problem) = s
+        .app
+        .post(
+            "/medicines",
+            &s.admin,
+            json!({"name": "Copy", "selling_price": 1, "gtin": format!("0{STRIP_GTIN}")}),
+        )
+        .await;
+    assert_problem(status, &problem, StatusCode::CONFLICT);
+    assert_eq!(problem["code"], "gtin_taken");
+    // Scanning the base unit's GTIN names the medicine and no pack.
+    let (_, cashier) = s.app.signed_in(s.branch, Role::Cashier).await;
+    let (status, read) = s.scan(&cashier, STRIP_GTIN).await;
+    assert_eq!(status, StatusCode::OK, "{read}");
+    assert_eq!(read["medicine"]["id"], s.medicine["id"]);
+    assert!(read["pack"].is_null());
+    assert_eq!(read["warnings"], json!(["not_stocked"]));
+    // The single read lists the active packs; the list does not carry them.
+    let (_, boxed) = s.add(&s.keeper, json!({"name": "box", "units": 100})).await;
+    let (_, strip) = s
+        .add(&s.keeper, json!({"name": "strip", "units": 10}))
+        .await;
+    let strip_path = format!("{}/{}", s.packs(), strip["id"].as_str().unwrap());
+    let (status, _) = s
+        .app
+        .call(
+            Method::PUT,
+            &strip_path,
+            Some(&s.keeper),
+            Some(json!({"is_active": false})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, read) = s.app.get(&path, &cashier).await;
+    assert_eq!(status, StatusCode::OK, "{read}");
+    let packs = read["packs"].as_array().unwrap();
+    assert_eq!(packs.len(), 1);
+    assert_eq!(packs[0]["id"], boxed["id"]);
+    let (_, list) = s.app.get("/medicines", &cashier).await;
+    assert!(list["items"][0].get("packs").is_none(), "{list}");
+    // Clearing the GTIN lets it go.
+    let (status, _) = s
+        .app
+        .call(
+            Method::PUT,
+            &path,
+            Some(&s.admin),
+            Some(json!({"gtin": ""})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = s.scan(&cashier, STRIP_GTIN).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

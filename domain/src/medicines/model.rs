@@ -10,6 +10,8 @@ pub struct Medicine {
     pub name: String,
     pub generic_name: String,
     pub barcode: String,
+    /// The base unit's GTIN as 14 digits.
+    pub gtin: Option<String>,
     pub category: Option<String>,
     pub form: String,
     pub strength: String,
@@ -34,11 +36,12 @@ pub struct Medicine {
     pub stock_quantity: i64,
 }
 
-pub const COLUMNS: [&str; 24] = [
+pub const COLUMNS: [&str; 25] = [
     "id",
     "name",
     "generic_name",
     "barcode",
+    "gtin",
     "category",
     "form",
     "strength",
@@ -68,6 +71,7 @@ impl Medicine {
             name: r.get("name"),
             generic_name: r.get("generic_name"),
             barcode: r.get("barcode"),
+            gtin: r.get("gtin"),
             category: r.get("category"),
             form: r.get("form"),
             strength: r.get("strength"),
@@ -98,6 +102,7 @@ impl Medicine {
             name: self.name.clone(),
             generic_name: self.generic_name.clone(),
             barcode: self.barcode.clone(),
+            gtin: self.gtin.clone(),
             category: self.category.clone().unwrap_or_default(),
             form: self.form.clone(),
             strength: self.strength.clone(),
@@ -118,6 +123,7 @@ impl Medicine {
             rev: self.rev,
             created_at: self.created_at,
             updated_at: self.updated_at,
+            packs: None,
         }
     }
 
@@ -167,6 +173,9 @@ pub struct MedicineView {
     pub name: String,
     pub generic_name: String,
     pub barcode: String,
+    /// The base unit's GTIN as 14 digits (a pack's is on the pack); null
+    /// when it has none.
+    pub gtin: Option<String>,
     /// Category slug ("" when none).
     pub category: String,
     pub form: String,
@@ -197,6 +206,10 @@ pub struct MedicineView {
     #[serde(serialize_with = "wire::ts")]
     #[schema(value_type = String)]
     pub updated_at: DateTime<Utc>,
+    /// The single read only (`GET /medicines/{id}`): the active packs,
+    /// fewest units first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub packs: Option<Vec<crate::packs::Pack>>,
 }
 
 /// The snapshot Medicine: numbers and 0/1 flags.

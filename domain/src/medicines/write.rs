@@ -12,7 +12,11 @@ pub const VAT_CATEGORIES: [&str; 3] = ["standard", "zero", "exempt"];
 pub struct MedicineWrite {
     pub name: Option<String>,
     pub generic_name: Option<String>,
+    /// A free in-house code (any text); it is not read as a GTIN.
     pub barcode: Option<String>,
+    /// The base unit's GTIN-8, -12, -13 or -14 (valid check digit); one
+    /// product per GTIN (409 `gtin_taken`); "" or null clears it.
+    pub gtin: Option<String>,
     /// A category slug or name; unknown ones are added.
     pub category: Option<String>,
     pub form: Option<String>,
@@ -58,6 +62,9 @@ pub async fn create<C: GenericClient + Sync>(
         Error::validation("selling_price", "The field `selling_price` is required.")
     })?;
     check_ceiling(price, body.max_public_price.unwrap_or_default())?;
+    if let Some(g) = gtin_of(&body)? {
+        crate::packs::gtin_free(tx, &g, id.unwrap_or_default(), None).await?;
+    }
     let threshold_given = body.low_stock_threshold.is_some();
     let mut fields = fields(tx, body).await?;
     if !threshold_given {
@@ -86,6 +93,9 @@ pub async fn edit<C: GenericClient + Sync>(
         body.selling_price.unwrap_or(current.selling_price),
         body.max_public_price.unwrap_or(current.max_public_price),
     )?;
+    if let Some(g) = gtin_of(&body)? {
+        crate::packs::gtin_free(tx, &g, id, None).await?;
+    }
     let fields = fields(tx, body).await?;
     if fields.is_empty() {
         return Err(Error::bad_request("No fields to update"));
@@ -151,6 +161,14 @@ pub(super) fn check_ceiling(price: Decimal, ceiling: Decimal) -> Result<()> {
     Ok(())
 }
 
+/// The GTIN a write gives, as 14 digits (400 when it is not one).
+fn gtin_of(body: &MedicineWrite) -> Result<Option<String>> {
+    match &body.gtin {
+        Some(v) => crate::packs::gtin_field("gtin", v),
+        None => Ok(None),
+    }
+}
+
 /// Validates the fields present in `body` into column values.
 pub(super) async fn fields<C: GenericClient + Sync>(tx: &C, body: MedicineWrite) -> Result<Fields> {
     let mut f = Fields::default();
@@ -161,6 +179,9 @@ pub(super) async fn fields<C: GenericClient + Sync>(tx: &C, body: MedicineWrite)
         if let Some(v) = v {
             f.set(col, input::text(col, v, text_limit(col))?);
         }
+    }
+    if body.gtin.is_some() {
+        f.set("gtin", gtin_of(&body)?);
     }
     if let Some(v) = body.category {
         input::text("category", &v, max::LABEL)?;

@@ -30,7 +30,7 @@ pub const MAX_UNITS: i64 = 1_000_000;
 /// Longest pack name.
 pub const MAX_NAME: usize = 100;
 
-const COLUMNS: [&str; 11] = [
+pub const COLUMNS: [&str; 11] = [
     "id",
     "medicine_id",
     "name",
@@ -70,12 +70,11 @@ pub struct Pack {
     #[serde(serialize_with = "wire::ts")]
     #[schema(value_type = String)]
     pub updated_at: DateTime<Utc>,
-    #[serde(skip)]
     pub rev: i64,
 }
 
 impl Pack {
-    fn from_row(r: &Row) -> Pack {
+    pub fn from_row(r: &Row) -> Pack {
         Pack {
             id: r.get("id"),
             medicine_id: r.get("medicine_id"),

@@ -416,3 +416,35 @@ async fn a_medicine_carries_its_base_units_gtin_and_its_active_packs() {
     let (status, _) = s.scan(&cashier, STRIP_GTIN).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn tills_get_packs_in_the_snapshot_and_the_feed() {
+    let s = Shelf::open().await;
+    let (_, cashier) = s.app.signed_in(s.branch, Role::Cashier).await;
+    let (_, before) = s.app.get("/sync/changes", &cashier).await;
+    let cursor = before["max_rev"].as_i64().unwrap();
+    let (_, boxed) = s
+        .add(
+            &s.keeper,
+            json!({"name": "box", "units": 100, "gtin": BOX_GTIN}),
+        )
+        .await;
+    let (status, snapshot) = s.app.get("/sync/snapshot", &cashier).await;
+    assert_eq!(status, StatusCode::OK, "{snapshot}");
+    let packs = snapshot["medicine_packs"].as_array().unwrap();
+    assert_eq!(packs.len(), 1);
+    assert_eq!(packs[0]["id"], boxed["id"]);
+    assert_eq!(packs[0]["units"], 100);
+    // The medicine rows keep the spec's fields.
+    assert!(snapshot["medicines"][0].get("gtin").is_none());
+    let (status, page) = s
+        .app
+        .get(&format!("/sync/changes?since={cursor}"), &cashier)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let change = &page["changes"][0];
+    assert_eq!(change["entity"], "medicine_pack");
+    assert_eq!(change["op"], "create");
+    assert_eq!(change["entity_id"], boxed["id"]);
+    assert_eq!(change["payload"]["gtin"], BOX_GTIN);
+}

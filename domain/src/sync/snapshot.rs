@@ -30,6 +30,7 @@ use crate::{db, wire, Error, Result};
 
 use crate::branches::{self, Branch};
 use crate::medicines::{self, Medicine, MedicineSnapshot};
+use crate::packs::{self, Pack};
 use crate::suppliers::{self, Supplier};
 use crate::users::sessions::{self, Signer};
 use crate::users::{self, User};
@@ -80,6 +81,9 @@ pub struct Snapshot {
     pub batches: Rows<Batch>,
     #[schema(value_type = Vec<SnapshotCategory>)]
     pub categories: Rows<SnapshotCategory>,
+    /// Every medicine's live packs (deactivated ones with `is_active` false).
+    #[schema(value_type = Vec<Pack>)]
+    pub medicine_packs: Rows<Pack>,
 }
 
 /// A snapshot array: the rows its transaction read, with the changes that
@@ -162,7 +166,8 @@ keyed_by_id!(
     Coupon,
     Customer,
     User,
-    Batch
+    Batch,
+    Pack
 );
 
 impl Keyed for SnapshotCategory {
@@ -229,7 +234,7 @@ async fn read_in_one_transaction(pool: &Pool, scope: Scope) -> Result<(Snapshot,
     let (max_rev, seen): (i64, String) = (first.get("max_rev"), first.get("seen"));
     // Sent together: the connection pipelines them, so the server runs the
     // next query while this side decodes the rows of the last.
-    let (branches, medicines, suppliers, coupons, customers, users, batches, categories) = futures_util::try_join!(
+    let (branches, medicines, suppliers, coupons, customers, users, batches, categories, packs) = futures_util::try_join!(
         branches::list(&tx, scope),
         medicine_rows(&tx, scope),
         supplier_rows(&tx),
@@ -238,6 +243,7 @@ async fn read_in_one_transaction(pool: &Pool, scope: Scope) -> Result<(Snapshot,
         user_rows(&tx, scope),
         batch_rows(&tx, scope),
         category_rows(&tx),
+        pack_rows(&tx),
     )?;
     let snapshot = Snapshot {
         max_rev,
@@ -249,6 +255,7 @@ async fn read_in_one_transaction(pool: &Pool, scope: Scope) -> Result<(Snapshot,
         users: users.into(),
         batches: batches.into(),
         categories: categories.into(),
+        medicine_packs: packs.into(),
     };
     tx.commit().await?;
     Ok((snapshot, seen))
@@ -292,6 +299,7 @@ enum Target {
     Users,
     Batches,
     Categories,
+    MedicinePacks,
 }
 
 impl Target {
@@ -305,6 +313,7 @@ impl Target {
             "user" => Target::Users,
             "batch" => Target::Batches,
             "category" => Target::Categories,
+            "medicine_pack" => Target::MedicinePacks,
             _ => return None,
         })
     }
@@ -354,6 +363,7 @@ impl Snapshot {
                     moved_batches.push(change.entity_id.clone());
                 }
                 Target::Categories => lay(&mut self.categories, change, true),
+                Target::MedicinePacks => lay(&mut self.medicine_packs, change, true),
             }
         }
         self.restock(&moved_batches);
@@ -470,6 +480,11 @@ async fn supplier_rows<C: GenericClient + Sync>(c: &C) -> Result<Vec<Supplier>> 
     Ok(rows.iter().map(Supplier::from_row).collect())
 }
 
+async fn pack_rows<C: GenericClient + Sync>(c: &C) -> Result<Vec<Pack>> {
+    let rows = live_rows(c, "medicine_packs", &packs::COLUMNS, None).await?;
+    Ok(rows.iter().map(Pack::from_row).collect())
+}
+
 async fn coupon_rows<C: GenericClient + Sync>(c: &C) -> Result<Vec<Coupon>> {
     let rows = live_rows(c, "coupons", &coupons::COLUMNS, None).await?;
     Ok(rows.iter().map(Coupon::from_row).collect())
@@ -516,7 +531,7 @@ async fn category_rows<C: GenericClient + Sync>(c: &C) -> Result<Vec<SnapshotCat
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct FeedChange {
     pub rev: i64,
-    /// `branch`, `medicine`, `category`, `supplier`, `coupon`, `customer`,
+    /// `branch`, `medicine`, `medicine_pack`, `category`, `supplier`, `coupon`, `customer`,
     /// `customer_ledger`, `user`, `batch` or `sale`.
     pub entity: String,
     pub entity_id: String,

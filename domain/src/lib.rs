@@ -16,6 +16,7 @@ pub mod error;
 pub mod group_commit;
 pub mod idempotency;
 pub mod input;
+pub mod metrics;
 pub mod paging;
 pub mod role;
 pub mod window;

@@ -90,6 +90,43 @@ fn no_source_file_but_the_policy_lists_roles() {
     );
 }
 
+/// The values a CHECK constraint's definition allows, as PostgreSQL prints
+/// it (`CHECK ((role = ANY (ARRAY['admin'::text, ...])))`): its quoted strings.
+fn quoted(definition: &str) -> Vec<String> {
+    definition
+        .split('\'')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn the_database_check_on_users_role_admits_exactly_the_roles() {
+    let app = TestApp::spawn().await;
+    let client = app.pool.get().await.unwrap();
+    let rows = client
+        .query(
+            "SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c \
+             JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey) \
+             WHERE c.conrelid = 'users'::regclass AND c.contype = 'c' AND a.attname = 'role'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1, "one CHECK on users.role");
+    let definition: String = rows[0].get(0);
+    let mut allowed = quoted(&definition);
+    allowed.sort();
+    let mut roles: Vec<String> = Role::ALL.iter().map(|r| r.as_str().to_owned()).collect();
+    roles.sort();
+    assert_eq!(
+        allowed, roles,
+        "the CHECK on users.role ({definition}) must admit exactly `Role::ALL` \
+         (domain/src/role.rs): add a migration that changes it with the roles"
+    );
+}
+
 /// How a request meets the probed action.
 #[derive(Clone, Copy)]
 enum Guard {

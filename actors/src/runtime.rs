@@ -22,7 +22,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use actix::prelude::*;
+use actix::dev::SendError;
+use actix::{
+    Actor, Addr, Arbiter, ArbiterHandle, AtomicResponse, Context, Handler, Message, WrapFuture,
+};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use tokio::sync::oneshot;

@@ -6,7 +6,7 @@ use sea_query::extension::postgres::PgExpr;
 use sea_query::{Cond, Expr, ExprTrait, LockType, Order, Query};
 use uuid::Uuid;
 
-use crate::customers::{self, Customer, LedgerRow, COLUMNS};
+use super::balance::{emit, ledger_row, Customer, LedgerRow, COLUMNS};
 use crate::input::{self, max, Flag};
 use crate::sync::changes::Op;
 use crate::{db, Action, Error, Result, Role};
@@ -223,7 +223,7 @@ pub async fn remove<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Custome
 pub async fn insert<C: GenericClient + Sync>(tx: &C, fields: Fields) -> Result<Customer> {
     let (row, rev) = synced::insert(tx, "customers", &COLUMNS, fields).await?;
     let customer = Customer::from_row(&row);
-    customers::emit(tx, rev, &customer, Op::Create).await?;
+    emit(tx, rev, &customer, Op::Create).await?;
     Ok(customer)
 }
 
@@ -238,7 +238,7 @@ pub async fn update<C: GenericClient + Sync>(
         return Ok(None);
     };
     let customer = Customer::from_row(&row);
-    customers::emit(tx, rev, &customer, op).await?;
+    emit(tx, rev, &customer, op).await?;
     Ok(Some(customer))
 }
 
@@ -270,10 +270,6 @@ pub async fn ledger<C: GenericClient + Sync>(
         .offset(page.offset())
         .limit(page.limit())
         .to_owned();
-    let rows = db::fetch_all(c, &q)
-        .await?
-        .iter()
-        .map(customers::ledger_row)
-        .collect();
+    let rows = db::fetch_all(c, &q).await?.iter().map(ledger_row).collect();
     Ok((rows, total))
 }

@@ -1,7 +1,16 @@
 //! Reading medicines: one, a filtered page, the stored row, and the default
 //! low-stock threshold.
 
-use super::*;
+use deadpool_postgres::GenericClient;
+use sea_query::extension::postgres::PgExpr;
+use sea_query::{Cond, Expr, ExprTrait, Order, Query, SelectStatement};
+use uuid::Uuid;
+
+use super::categories::slug;
+use super::model::{Medicine, COLUMNS};
+use crate::paging::Page;
+use crate::users::escape_like;
+use crate::{db, Result};
 
 /// Live stock of each medicine: at one branch, or across the chain.
 pub(super) fn stock_expr(branch_id: Option<Uuid>) -> Expr {

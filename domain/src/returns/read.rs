@@ -2,7 +2,22 @@
 //! the earlier return of a mutation id, the credit note chain check and the
 //! fiscal payload of a credit note.
 
-use super::*;
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use sea_query::{Expr, ExprTrait, JoinType, Order, Query, SelectStatement};
+use serde::Serialize;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use super::model::{credit_note_hash, percent, CreditNote, CreditNoteItem, NewReturn, Outcome};
+use crate::books;
+use crate::db;
+use crate::error::{Error, Result};
+use crate::idempotency;
+use crate::paging::Page;
 
 const NOTE_COLUMNS: &str = "r.id, r.sale_id, r.branch_id, r.credit_note_number, r.cn_seq, \
     s.invoice_number AS original_invoice_number, s.icv AS original_icv, r.customer_id, \

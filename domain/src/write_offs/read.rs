@@ -1,9 +1,22 @@
 //! Reading write-offs back, the expired batches still holding stock, and
 //! the destruction register.
 
-use super::*;
+use std::collections::HashMap;
 
+use chrono::{DateTime, NaiveDate, Utc};
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use sea_query::{Expr, ExprTrait, JoinType, Order, Query, SelectStatement};
+use serde::Serialize;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use super::{WriteOff, WriteOffItem, MAX_LINES};
 use crate::books;
+use crate::db;
+use crate::error::Result;
+use crate::paging::Page;
+use crate::wire;
 
 /// Write-offs with their lines, shaped by `shape` (filters, order, paging).
 async fn select<C: GenericClient + Sync>(

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use crate::sync::changes::{self, Change, Op};
 use crate::{db, wire, Result, Role};
 
-use crate::paging::Page;
+use crate::paging::{self, Page};
 
 /// The snapshot User shape (flags as 0/1), plus `rev`.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -245,20 +245,13 @@ pub async fn list<C: GenericClient + Sync>(
                 .add(Expr::col("email").ilike(pattern)),
         );
     }
-    let total_q = base.clone().expr(Expr::col("id").count()).to_owned();
-    let total: i64 = db::fetch_one(c, &total_q).await?.get(0);
-    let q = base
-        .columns(COLUMNS)
-        .order_by("full_name", Order::Asc)
-        .order_by("id", Order::Asc)
-        .limit(page.limit())
-        .offset(page.offset())
-        .to_owned();
-    let users = db::fetch_all(c, &q)
-        .await?
-        .iter()
-        .map(User::from_row)
-        .collect::<Result<_>>()?;
+    let (rows, total) = paging::fetch(c, base, "id", page, |q| {
+        q.columns(COLUMNS)
+            .order_by("full_name", Order::Asc)
+            .order_by("id", Order::Asc);
+    })
+    .await?;
+    let users = rows.iter().map(User::from_row).collect::<Result<_>>()?;
     Ok((users, total))
 }
 

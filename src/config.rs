@@ -289,7 +289,7 @@ impl Config {
             .map(|(code, b)| {
                 let o = domain::BranchOverride {
                     mailbox: b.mailbox,
-                    sale_batch_max: b.sale_batch_max,
+                    batch_max: b.sale_batch_max,
                 };
                 (code.trim().to_uppercase(), o)
             })
@@ -409,9 +409,9 @@ mod actor_override_tests {
         assert!(config.validate().is_ok());
         let o = config.branch_overrides();
         assert_eq!(o["MAIN"].mailbox, Some(512));
-        assert_eq!(o["MAIN"].sale_batch_max, Some(64));
+        assert_eq!(o["MAIN"].batch_max, Some(64));
         assert_eq!(o["VILLAGE"].mailbox, Some(8));
-        assert_eq!(o["VILLAGE"].sale_batch_max, None);
+        assert_eq!(o["VILLAGE"].batch_max, None);
         assert_eq!(config.actors.overrides_reload_ms, 2000);
     }
 

@@ -114,8 +114,8 @@ pub struct Mailbox {
     /// Permits still to retire when they come back (a shrink found them in use).
     owed: AtomicUsize,
     resizing: Mutex<()>,
-    /// Messages admitted and not started, plus sales waiting for the
-    /// branch's group commit.
+    /// Messages admitted and not started, plus requests waiting in a queue
+    /// the actor drains in batches.
     depth: AtomicI64,
     window: Mutex<Window>,
     series: Series,

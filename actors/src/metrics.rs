@@ -7,7 +7,7 @@
 //! id of their actor (the other label empty): one series (one histogram for
 //! the wait) per live actor of the process, that is at most one per branch
 //! and per till that sent work to it since it started. Nothing else is keyed
-//! by an id: handling time stays by kind and command, group sizes by kind.
+//! by an id: handling time stays by kind and command.
 
 use std::sync::LazyLock;
 
@@ -75,25 +75,6 @@ pub static ACTORS_STARTED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     registered(register_int_counter_vec!(
         "actors_started_total",
         "Actors started (first use or restart), by kind",
-        &["kind"]
-    ))
-});
-
-/// Named for its first user; `kind` is `branch` for sales (as it always
-/// was) and `payment` for payments.
-pub static GROUP_SIZE: LazyLock<HistogramVec> = LazyLock::new(|| {
-    registered(register_histogram_vec!(
-        "sale_batch_size",
-        "Requests of one branch made in one transaction (group commit): kind branch = sales, payment = payments",
-        &["kind"],
-        vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0]
-    ))
-});
-
-pub static GROUP_FALLBACKS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    registered(register_int_counter_vec!(
-        "sale_batch_fallbacks_total",
-        "Group commits that failed as a whole (a deadlock with another server process, a lost connection, a compare-and-set another process won) and were made again one request per transaction; kind as in sale_batch_size",
         &["kind"]
     ))
 });

@@ -22,7 +22,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use actix::prelude::*;
+use actix::dev::SendError;
+use actix::{
+    Actor, Addr, Arbiter, ArbiterHandle, AtomicResponse, Context, Handler, Message, WrapFuture,
+};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use tokio::sync::oneshot;
@@ -42,7 +45,7 @@ pub trait Command: Send + 'static {
     const NAME: &'static str;
     /// Whether the time this message waited in the mailbox is recorded as
     /// the actor's wait. A command that stands for requests which waited
-    /// elsewhere (a group commit for queued sales) records theirs instead.
+    /// elsewhere (a group commit for queued requests) records theirs instead.
     const RECORDS_WAIT: bool = true;
     fn run(self, pool: Pool) -> impl Future<Output = Result<Self::Output, Self::Error>> + Send;
 }
@@ -156,12 +159,12 @@ pub struct RuntimeConfig {
 }
 
 /// A branch's tuning where it differs from the defaults: its mailbox
-/// capacity and the most REST sales one group commit makes. `None` keeps
-/// the default.
+/// capacity and the most queued requests one batch (a group commit) takes.
+/// `None` keeps the default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BranchOverride {
     pub mailbox: Option<usize>,
-    pub sale_batch_max: Option<usize>,
+    pub batch_max: Option<usize>,
 }
 
 /// One live actor as `GET /ops/actors` shows it.
@@ -387,7 +390,7 @@ impl Registry {
     }
 
     /// The live actor's mailbox, starting the actor if needed: for work
-    /// that waits for an actor outside its mailbox (a branch's sale queue).
+    /// that waits for an actor outside its mailbox (a queue drained in batches).
     pub fn mailbox(&self, kind: Kind, key: Uuid) -> Arc<Mailbox> {
         self.handle(kind, key).mailbox
     }

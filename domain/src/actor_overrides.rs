@@ -53,7 +53,7 @@ impl Stored {
     pub fn as_override(&self) -> BranchOverride {
         BranchOverride {
             mailbox: self.mailbox.and_then(|n| usize::try_from(n).ok()),
-            sale_batch_max: self.sale_batch_max.and_then(|n| usize::try_from(n).ok()),
+            batch_max: self.sale_batch_max.and_then(|n| usize::try_from(n).ok()),
         }
     }
 }
@@ -248,7 +248,7 @@ pub fn merge(stored: Option<BranchOverride>, configured: Option<BranchOverride>)
     let c = configured.unwrap_or_default();
     BranchOverride {
         mailbox: s.mailbox.or(c.mailbox),
-        sale_batch_max: s.sale_batch_max.or(c.sale_batch_max),
+        batch_max: s.batch_max.or(c.batch_max),
     }
 }
 
@@ -278,7 +278,7 @@ mod tests {
     fn o(mailbox: Option<usize>, batch: Option<usize>) -> BranchOverride {
         BranchOverride {
             mailbox,
-            sale_batch_max: batch,
+            batch_max: batch,
         }
     }
 

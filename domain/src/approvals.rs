@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::{audit, db, input, wire, Error, Result};
 
-use crate::paging::Page;
+use crate::paging::{self, Page};
 
 pub const STATUSES: [&str; 3] = ["pending", "approved", "rejected"];
 
@@ -102,20 +102,13 @@ pub async fn list<C: GenericClient + Sync>(
     if let Some(s) = status {
         base.and_where(Expr::col("status").eq(s));
     }
-    let total_q = base.clone().expr(Expr::col("id").count()).to_owned();
-    let total: i64 = db::fetch_one(c, &total_q).await?.get(0);
-    let q = base
-        .columns(COLUMNS)
-        .order_by("created_at", Order::Desc)
-        .order_by("id", Order::Desc)
-        .offset(page.offset())
-        .limit(page.limit())
-        .to_owned();
-    let items = db::fetch_all(c, &q)
-        .await?
-        .iter()
-        .map(Approval::from_row)
-        .collect();
+    let (rows, total) = paging::fetch(c, base, "id", page, |q| {
+        q.columns(COLUMNS)
+            .order_by("created_at", Order::Desc)
+            .order_by("id", Order::Desc);
+    })
+    .await?;
+    let items = rows.iter().map(Approval::from_row).collect();
     Ok((items, total))
 }
 

@@ -5,6 +5,7 @@ use sea_query::{Expr, ExprTrait, Query, SimpleExpr};
 use serde_json::Value as Json;
 use uuid::Uuid;
 
+use crate::paging::{self, Page};
 use crate::{db, Result};
 
 pub struct Entry<'a> {
@@ -104,7 +105,7 @@ pub struct ListFilter {
 pub async fn list<C: GenericClient + Sync>(
     c: &C,
     f: &ListFilter,
-    page: crate::paging::Page,
+    page: Page,
 ) -> Result<(Vec<AuditRow>, i64)> {
     use sea_query::{JoinType, Order};
     let mut base = Query::select()
@@ -138,10 +139,8 @@ pub async fn list<C: GenericClient + Sync>(
     if let Some(until) = f.until {
         base.and_where(Expr::col(("a", "created_at")).lt(until));
     }
-    let total_q = base.clone().expr(Expr::col(("a", "id")).count()).to_owned();
-    let total: i64 = db::fetch_one(c, &total_q).await?.get(0);
-    let q = base
-        .columns([
+    let (rows, total) = paging::fetch(c, base, ("a", "id"), page, |q| {
+        q.columns([
             ("a", "id"),
             ("a", "actor_id"),
             ("a", "action"),
@@ -153,11 +152,9 @@ pub async fn list<C: GenericClient + Sync>(
         ])
         .expr_as(Expr::col(("u", "full_name")), "actor_name")
         .order_by(("a", "created_at"), Order::Desc)
-        .order_by(("a", "id"), Order::Desc)
-        .offset(page.offset())
-        .limit(page.limit())
-        .to_owned();
-    let rows = db::fetch_all(c, &q).await?;
+        .order_by(("a", "id"), Order::Desc);
+    })
+    .await?;
     let items = rows
         .iter()
         .map(|r| AuditRow {

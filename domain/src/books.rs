@@ -11,6 +11,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::paging;
 use crate::sales::Sale;
 use crate::{db, wire, Result};
 
@@ -67,9 +68,8 @@ pub async fn prescription_book<C: GenericClient + Sync>(
         .and_where(Expr::col(("p", "is_deleted")).eq(false))
         .to_owned();
     within(&mut base, ("p", "branch_id"), ("p", "created_at"), scope);
-    let total = count(c, &base, ("p", "id")).await?;
-    let mut q = base
-        .columns([
+    let (rows, total) = paging::fetch(c, base, ("p", "id"), paging, |q| {
+        q.columns([
             ("p", "id"),
             ("p", "branch_id"),
             ("p", "rx_number"),
@@ -96,10 +96,9 @@ pub async fn prescription_book<C: GenericClient + Sync>(
             Expr::col(("u", "id")).equals(("p", "created_by")),
         )
         .order_by(("p", "created_at"), Order::Desc)
-        .order_by(("p", "id"), Order::Desc)
-        .to_owned();
-    page(&mut q, paging);
-    let rows = db::fetch_all(c, &q).await?;
+        .order_by(("p", "id"), Order::Desc);
+    })
+    .await?;
     let items = rows
         .iter()
         .map(|r| PrescriptionBookRow {
@@ -162,9 +161,8 @@ pub async fn classified_book<C: GenericClient + Sync>(
         .and_where(Expr::col(("m", "is_controlled")).eq(true))
         .to_owned();
     within(&mut base, ("d", "branch_id"), ("d", "dispensed_at"), scope);
-    let total = count(c, &base, ("d", "id")).await?;
-    let mut q = base
-        .columns([
+    let (rows, total) = paging::fetch(c, base, ("d", "id"), paging, |q| {
+        q.columns([
             ("d", "id"),
             ("d", "branch_id"),
             ("d", "dispensed_at"),
@@ -198,10 +196,9 @@ pub async fn classified_book<C: GenericClient + Sync>(
             Expr::col(("s", "id")).equals(("d", "sale_id")),
         )
         .order_by(("d", "dispensed_at"), Order::Desc)
-        .order_by(("d", "id"), Order::Desc)
-        .to_owned();
-    page(&mut q, paging);
-    let rows = db::fetch_all(c, &q).await?;
+        .order_by(("d", "id"), Order::Desc);
+    })
+    .await?;
     let items = rows
         .iter()
         .map(|r| ClassifiedBookRow {
@@ -236,24 +233,6 @@ fn within(q: &mut SelectStatement, branch: (&str, &str), at: (&str, &str), scope
     }
     if let Some(end) = scope.bounds.1 {
         q.and_where(Expr::col(a).lt(end));
-    }
-}
-
-async fn count<C: GenericClient + Sync>(
-    c: &C,
-    base: &SelectStatement,
-    id: (&str, &str),
-) -> Result<i64> {
-    let q = base
-        .clone()
-        .expr(Expr::col((id.0.to_owned(), id.1.to_owned())).count())
-        .to_owned();
-    Ok(db::fetch_one(c, &q).await?.get(0))
-}
-
-fn page(q: &mut SelectStatement, paging: Paging) {
-    if let Some((offset, limit)) = paging {
-        q.offset(offset).limit(limit);
     }
 }
 

@@ -31,8 +31,8 @@ use uuid::Uuid;
 
 use crate::db::Pool;
 use crate::error::{Error, Result};
+use crate::metrics::{GROUP_FALLBACKS, GROUP_SIZE};
 use actors::mailbox::Mailbox;
-use actors::metrics::{GROUP_FALLBACKS, GROUP_SIZE};
 use actors::runtime::{Command, Kind, Registry};
 
 const QUEUE_FULL: &str = "This branch is handling too many requests; please retry shortly.";
@@ -182,7 +182,7 @@ impl<G: Group> Desk<G> {
     pub fn batch_max(&self, registry: &Registry, branch_id: Uuid) -> usize {
         registry
             .branch_override(branch_id)
-            .sale_batch_max
+            .batch_max
             .unwrap_or(self.max_batch)
             .max(1)
     }

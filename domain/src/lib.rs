@@ -17,6 +17,7 @@ pub mod group_commit;
 pub mod gs1;
 pub mod idempotency;
 pub mod input;
+pub mod metrics;
 pub mod paging;
 pub mod role;
 pub mod window;

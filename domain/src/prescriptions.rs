@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::{db, wire, Error, Result};
 
-use crate::paging::Page;
+use crate::paging::{self, Page};
 
 pub const STATUSES: [&str; 3] = ["PENDING", "DISPENSED", "CANCELLED"];
 
@@ -230,17 +230,12 @@ pub async fn list<C: GenericClient + Sync>(
     if let Some(s) = status {
         base.and_where(Expr::col(("p", "status")).eq(s));
     }
-    let mut total_q = base.clone();
-    total_q.clear_selects().expr(Expr::col(("p", "id")).count());
-    let total: i64 = db::fetch_one(c, &total_q).await?.get(0);
-    let q = base
-        .order_by_expr(Expr::cust("p.status = 'PENDING'"), Order::Desc)
-        .order_by(("p", "created_at"), Order::Desc)
-        .order_by(("p", "id"), Order::Desc)
-        .offset(page.offset())
-        .limit(page.limit())
-        .to_owned();
-    let rows = db::fetch_all(c, &q).await?;
+    let (rows, total) = paging::fetch(c, base, ("p", "id"), page, |q| {
+        q.order_by_expr(Expr::cust("p.status = 'PENDING'"), Order::Desc)
+            .order_by(("p", "created_at"), Order::Desc)
+            .order_by(("p", "id"), Order::Desc);
+    })
+    .await?;
     let list = with_items(c, rows.iter().map(Prescription::from_row).collect()).await?;
     Ok((list, total))
 }

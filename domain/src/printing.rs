@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use crate::{db, wire, Error, Result};
 
-use crate::paging::Page;
+use crate::paging::{self, Page};
 
 /// Column values of a write, already validated.
 pub type Fields = Vec<(&'static str, sea_query::Value)>;
@@ -478,19 +478,12 @@ pub async fn list_jobs<C: GenericClient + Sync>(
     if let Some(r) = reference_id {
         base.and_where(Expr::col("reference_id").eq(r));
     }
-    let total_q = base.clone().expr(Expr::col("id").count()).to_owned();
-    let total: i64 = db::fetch_one(c, &total_q).await?.get(0);
-    let q = base
-        .columns(JOB_COLUMNS)
-        .order_by("created_at", Order::Desc)
-        .order_by("id", Order::Desc)
-        .offset(page.offset())
-        .limit(page.limit())
-        .to_owned();
-    let items = db::fetch_all(c, &q)
-        .await?
-        .iter()
-        .map(PrintJob::from_row)
-        .collect();
+    let (rows, total) = paging::fetch(c, base, "id", page, |q| {
+        q.columns(JOB_COLUMNS)
+            .order_by("created_at", Order::Desc)
+            .order_by("id", Order::Desc);
+    })
+    .await?;
+    let items = rows.iter().map(PrintJob::from_row).collect();
     Ok((items, total))
 }

@@ -3,7 +3,9 @@
 //! (`Caller::require`), sync push's per-entity rules and the domain rules
 //! (a price override, giving credit) all ask this table; no other file lists
 //! roles. docs/roles.md's role matrix is rendered from it
-//! (`Action::markdown_table`), and a test keeps the two equal.
+//! (`Action::markdown_table`), and a test keeps the two equal; the
+//! console's labels are `Role::label`, and a test keeps the database's
+//! CHECK on `users.role` equal to `Role::ALL`.
 
 use serde::{Deserialize, Serialize};
 
@@ -41,6 +43,18 @@ impl Role {
 
     pub fn parse(s: &str) -> Option<Role> {
         Role::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// The role as people read it (the console's pages and menus).
+    pub fn label(self) -> &'static str {
+        match self {
+            Role::Admin => "Admin",
+            Role::BranchManager => "Branch manager",
+            Role::InventoryManager => "Inventory manager",
+            Role::Pharmacist => "Pharmacist",
+            Role::Cashier => "Cashier",
+            Role::Auditor => "Auditor",
+        }
     }
 
     /// The column heading of the role matrix (docs/roles.md's legend).

@@ -380,15 +380,7 @@ impl Chrome {
 }
 
 pub fn role_label(role: domain::Role) -> &'static str {
-    use domain::Role;
-    match role {
-        Role::Admin => "Admin",
-        Role::BranchManager => "Branch manager",
-        Role::InventoryManager => "Inventory manager",
-        Role::Pharmacist => "Pharmacist",
-        Role::Cashier => "Cashier",
-        Role::Auditor => "Auditor",
-    }
+    role.label()
 }
 
 /// A notice above a page's content after a form: what was done, or why not.

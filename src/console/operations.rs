@@ -139,10 +139,7 @@ async fn show(
             sale_batch_max: t.sale_batch_max,
             sale_batch_max_source: t.sale_batch_max_source,
             stored_mailbox: stored.mailbox.map(|n| n.to_string()).unwrap_or_default(),
-            stored_batch: stored
-                .sale_batch_max
-                .map(|n| n.to_string())
-                .unwrap_or_default(),
+            stored_batch: stored.batch_max.map(|n| n.to_string()).unwrap_or_default(),
             has_stored: t.stored.is_some(),
             live_capacity: t
                 .live_capacity

@@ -240,8 +240,8 @@ fn tuning(state: &AppState, branch_id: Uuid, code: String, stored: Option<Stored
         state.actors.default_capacity(Kind::Branch),
     );
     let (sale_batch_max, sale_batch_max_source) = pick(
-        from_db.sale_batch_max,
-        from_config.sale_batch_max,
+        from_db.batch_max,
+        from_config.batch_max,
         state.sales.default_batch_max(),
     );
     BranchTuning {

@@ -637,7 +637,7 @@ async fn a_resized_mailbox_admits_exactly_its_new_capacity_while_running() {
         key,
         Some(BranchOverride {
             mailbox: Some(5),
-            sale_batch_max: None,
+            batch_max: None,
         }),
     );
     for n in 4..=5 {
@@ -652,7 +652,7 @@ async fn a_resized_mailbox_admits_exactly_its_new_capacity_while_running() {
             key,
             BranchOverride {
                 mailbox: Some(2),
-                sale_batch_max: None,
+                batch_max: None,
             },
         )]
         .into(),

@@ -90,6 +90,43 @@ fn no_source_file_but_the_policy_lists_roles() {
     );
 }
 
+/// The values a CHECK constraint's definition allows, as PostgreSQL prints
+/// it (`CHECK ((role = ANY (ARRAY['admin'::text, ...])))`): its quoted strings.
+fn quoted(definition: &str) -> Vec<String> {
+    definition
+        .split('\'')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn the_database_check_on_users_role_admits_exactly_the_roles() {
+    let app = TestApp::spawn().await;
+    let client = app.pool.get().await.unwrap();
+    let rows = client
+        .query(
+            "SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c \
+             JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey) \
+             WHERE c.conrelid = 'users'::regclass AND c.contype = 'c' AND a.attname = 'role'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1, "one CHECK on users.role");
+    let definition: String = rows[0].get(0);
+    let mut allowed = quoted(&definition);
+    allowed.sort();
+    let mut roles: Vec<String> = Role::ALL.iter().map(|r| r.as_str().to_owned()).collect();
+    roles.sort();
+    assert_eq!(
+        allowed, roles,
+        "the CHECK on users.role ({definition}) must admit exactly `Role::ALL` \
+         (domain/src/role.rs): add a migration that changes it with the roles"
+    );
+}
+
 /// How a request meets the probed action.
 #[derive(Clone, Copy)]
 enum Guard {
@@ -642,4 +679,26 @@ async fn each_pushed_entity_admits_the_roles_of_its_rest_action() {
     }
     assert!(checked >= entities.len() * 2, "{checked}");
     app.assert_invariants().await;
+}
+
+#[tokio::test]
+async fn a_stored_role_the_service_does_not_know_is_an_internal_error() {
+    let app = TestApp::spawn().await;
+    let branch = app.branch("UNK").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let user = app.user(branch, Role::Cashier).await;
+    let (status, _) = app.get("/users", &admin).await;
+    assert_eq!(status, StatusCode::OK);
+    // A role a later version might add, stored past the CHECK of this one.
+    let client = app.pool.get().await.unwrap();
+    client
+        .batch_execute("ALTER TABLE users DROP CONSTRAINT users_role_check")
+        .await
+        .unwrap();
+    client
+        .execute("UPDATE users SET role = 'nurse' WHERE id = $1", &[&user.id])
+        .await
+        .unwrap();
+    let (status, body) = app.get("/users", &admin).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
 }

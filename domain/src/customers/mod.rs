@@ -5,6 +5,11 @@ mod balance;
 mod payments;
 mod records;
 
-pub use balance::*;
+pub use balance::{
+    charge, get, pay, refund, Customer, CustomerView, LedgerRow, PaymentReceipt, RecordPayment,
+    COLUMNS,
+};
 pub use payments::{PaymentDesk, Payments};
-pub use records::*;
+pub use records::{
+    check_credit_edit, create, edit, fields, insert, ledger, list, remove, CustomerWrite, Fields,
+};

@@ -6,7 +6,7 @@ use sea_query::extension::postgres::PgExpr;
 use sea_query::{Cond, Expr, ExprTrait, LockType, Order, Query};
 use uuid::Uuid;
 
-use crate::customers::{self, Customer, LedgerRow, COLUMNS};
+use super::balance::{emit, ledger_row, Customer, LedgerRow, COLUMNS};
 use crate::input::{self, max, Flag};
 use crate::sync::changes::Op;
 use crate::{db, Action, Error, Result, Role};
@@ -14,7 +14,7 @@ use rust_decimal::Decimal;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::paging::Page;
+use crate::paging::{self, Page};
 use crate::sync::synced;
 use crate::users::escape_like;
 
@@ -38,20 +38,13 @@ pub async fn list<C: GenericClient + Sync>(
                 .add(Expr::col("national_id").eq(s)),
         );
     }
-    let total_q = base.clone().expr(Expr::col("id").count()).to_owned();
-    let total: i64 = db::fetch_one(c, &total_q).await?.get(0);
-    let q = base
-        .columns(COLUMNS)
-        .order_by_expr(Expr::cust("lower(name)"), Order::Asc)
-        .order_by("id", Order::Asc)
-        .offset(page.offset())
-        .limit(page.limit())
-        .to_owned();
-    let items = db::fetch_all(c, &q)
-        .await?
-        .iter()
-        .map(Customer::from_row)
-        .collect();
+    let (rows, total) = paging::fetch(c, base, "id", page, |q| {
+        q.columns(COLUMNS)
+            .order_by_expr(Expr::cust("lower(name)"), Order::Asc)
+            .order_by("id", Order::Asc);
+    })
+    .await?;
+    let items = rows.iter().map(Customer::from_row).collect();
     Ok((items, total))
 }
 
@@ -223,7 +216,7 @@ pub async fn remove<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Custome
 pub async fn insert<C: GenericClient + Sync>(tx: &C, fields: Fields) -> Result<Customer> {
     let (row, rev) = synced::insert(tx, "customers", &COLUMNS, fields).await?;
     let customer = Customer::from_row(&row);
-    customers::emit(tx, rev, &customer, Op::Create).await?;
+    emit(tx, rev, &customer, Op::Create).await?;
     Ok(customer)
 }
 
@@ -238,7 +231,7 @@ pub async fn update<C: GenericClient + Sync>(
         return Ok(None);
     };
     let customer = Customer::from_row(&row);
-    customers::emit(tx, rev, &customer, op).await?;
+    emit(tx, rev, &customer, op).await?;
     Ok(Some(customer))
 }
 
@@ -248,32 +241,22 @@ pub async fn ledger<C: GenericClient + Sync>(
     customer_id: Uuid,
     page: Page,
 ) -> Result<(Vec<LedgerRow>, i64)> {
-    let total_q = Query::select()
-        .expr(Expr::col("id").count())
-        .from("customer_ledger")
-        .and_where(Expr::col("customer_id").eq(customer_id))
-        .to_owned();
-    let total: i64 = db::fetch_one(c, &total_q).await?.get(0);
-    let q = Query::select()
-        .expr(Expr::cust("l.*"))
-        .expr_as(Expr::cust("coalesce(u.full_name, '')"), "created_by_name")
+    let ledger = Query::select()
         .from_as("customer_ledger", "l")
-        .join_as(
-            sea_query::JoinType::LeftJoin,
-            "users",
-            "u",
-            Expr::col(("u", "id")).equals(("l", "created_by")),
-        )
         .and_where(Expr::col(("l", "customer_id")).eq(customer_id))
-        .order_by(("l", "created_at"), Order::Desc)
-        .order_by(("l", "id"), Order::Desc)
-        .offset(page.offset())
-        .limit(page.limit())
         .to_owned();
-    let rows = db::fetch_all(c, &q)
-        .await?
-        .iter()
-        .map(customers::ledger_row)
-        .collect();
-    Ok((rows, total))
+    let (rows, total) = paging::fetch(c, ledger, ("l", "id"), page, |q| {
+        q.expr(Expr::cust("l.*"))
+            .expr_as(Expr::cust("coalesce(u.full_name, '')"), "created_by_name")
+            .join_as(
+                sea_query::JoinType::LeftJoin,
+                "users",
+                "u",
+                Expr::col(("u", "id")).equals(("l", "created_by")),
+            )
+            .order_by(("l", "created_at"), Order::Desc)
+            .order_by(("l", "id"), Order::Desc);
+    })
+    .await?;
+    Ok((rows.iter().map(ledger_row).collect(), total))
 }

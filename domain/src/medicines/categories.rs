@@ -1,6 +1,11 @@
 //! Category slugs: an unknown slug is added on first use.
 
-use super::*;
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use sea_query::{Expr, ExprTrait, Query};
+
+use crate::sync::changes::{self, Change, Op};
+use crate::{db, wire, Error, Result};
 
 /// A category slug from free text: lowercase letters, digits and dashes.
 pub fn slug(text: &str) -> String {

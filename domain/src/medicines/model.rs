@@ -1,7 +1,13 @@
 //! A medicine as stored, and its two read shapes: the single read (decimal
 //! strings, booleans, live stock) and the snapshot (numbers, 0/1 flags).
 
-use super::*;
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use serde::Serialize;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::{wire, Error, Result};
 
 /// A catalogue row.
 #[derive(Debug, Clone)]

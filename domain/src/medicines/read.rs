@@ -1,7 +1,16 @@
 //! Reading medicines: one, a filtered page, the stored row, and the default
 //! low-stock threshold.
 
-use super::*;
+use deadpool_postgres::GenericClient;
+use sea_query::extension::postgres::PgExpr;
+use sea_query::{Cond, Expr, ExprTrait, Order, Query, SelectStatement};
+use uuid::Uuid;
+
+use super::categories::slug;
+use super::model::{Medicine, COLUMNS};
+use crate::paging::{self, Page};
+use crate::users::escape_like;
+use crate::{db, Result};
 
 /// Live stock of each medicine: at one branch, or across the chain.
 pub(super) fn stock_expr(branch_id: Option<Uuid>) -> Expr {
@@ -70,21 +79,14 @@ pub async fn list<C: GenericClient + Sync>(
     if let Some(cat) = &f.category {
         base.and_where(Expr::col("category").eq(slug(cat)));
     }
-    let total_q = base.clone().expr(Expr::col("id").count()).to_owned();
-    let total: i64 = db::fetch_one(c, &total_q).await?.get(0);
-    let q = base
-        .columns(COLUMNS)
-        .expr_as(stock_expr(f.branch_id), "stock_quantity")
-        .order_by("name", Order::Asc)
-        .order_by("id", Order::Asc)
-        .offset(page.offset())
-        .limit(page.limit())
-        .to_owned();
-    let items = db::fetch_all(c, &q)
-        .await?
-        .iter()
-        .map(Medicine::from_row)
-        .collect();
+    let (rows, total) = paging::fetch(c, base, "id", page, |q| {
+        q.columns(COLUMNS)
+            .expr_as(stock_expr(f.branch_id), "stock_quantity")
+            .order_by("name", Order::Asc)
+            .order_by("id", Order::Asc);
+    })
+    .await?;
+    let items = rows.iter().map(Medicine::from_row).collect();
     Ok((items, total))
 }
 

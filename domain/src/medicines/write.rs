@@ -1,7 +1,19 @@
 //! Writing medicines: validation, create, edit and soft delete, price changes
 //! audited, each write with its change-log row.
 
-use super::*;
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::categories::ensure_category;
+use super::model::{Medicine, COLUMNS};
+use super::read::{current, default_threshold};
+use crate::audit;
+use crate::input::{self, max, Flag};
+use crate::sync::changes::{self, Change, Op};
+use crate::sync::synced;
+use crate::{wire, Error, Result};
 
 pub const VAT_CATEGORIES: [&str; 3] = ["standard", "zero", "exempt"];
 

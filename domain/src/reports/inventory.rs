@@ -1,7 +1,16 @@
 //! The inventory report: stock value by category and the low-stock list (no
 //! window).
 
-use super::*;
+use chrono::NaiveDate;
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use serde::Serialize;
+use tokio_postgres::Row;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::{first, Scope, LOW_STOCK_LIST};
+use crate::{db, wire, Result};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CategoryValue {

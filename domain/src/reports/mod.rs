@@ -3,17 +3,13 @@
 //! organisation's time zone); Rust only shapes the rows. Money is summed as
 //! `numeric` and carried as `Decimal`.
 
-use chrono::{DateTime, Datelike, NaiveDate, Utc};
-use deadpool_postgres::GenericClient;
 use rust_decimal::prelude::ToPrimitive;
 use rust_decimal::{Decimal, RoundingStrategy};
-use serde::Serialize;
 use tokio_postgres::Row;
-use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::window::ReportWindow;
-use crate::{db, wire, Result};
+use crate::Result;
 
 mod inventory;
 mod pharmacist;
@@ -21,11 +17,11 @@ mod purchases;
 mod sales;
 mod vat;
 
-pub use inventory::*;
-pub use pharmacist::*;
-pub use purchases::*;
-pub use sales::*;
-pub use vat::*;
+pub use inventory::{inventory, InventoryReport};
+pub use pharmacist::{by_pharmacist, PharmacistReport};
+pub use purchases::{purchases, PurchasesReport};
+pub use sales::{sales, SalesReport};
+pub use vat::{vat, VatReport};
 
 /// The default report window: the last 30 days up to today (Limits).
 pub const DEFAULT_WINDOW_DAYS: i64 = 30;

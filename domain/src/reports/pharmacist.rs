@@ -1,6 +1,14 @@
 //! Sales by pharmacist: each user and branch, revenue descending.
 
-use super::*;
+use chrono::NaiveDate;
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::Scope;
+use crate::{db, wire, Result};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PharmacistSales {

@@ -1,7 +1,15 @@
 //! The purchases report: spend by supplier and by medicine over batches
 //! received in the window.
 
-use super::*;
+use chrono::NaiveDate;
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::{Scope, TOP_PURCHASED};
+use crate::{db, wire, Result};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PurchaseTotals {

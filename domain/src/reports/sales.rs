@@ -1,7 +1,15 @@
 //! The sales report: totals, by day, by payment method, the top sellers and
 //! the most recent sales.
 
-use super::*;
+use chrono::{DateTime, NaiveDate, Utc};
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::{decimal_num, first, Scope, RECENT_SALES, TOP_SELLING};
+use crate::{db, wire, Result};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SalesTotals {

@@ -1,6 +1,15 @@
 //! The VAT report: taxable amounts and VAT collected by month.
 
-use super::*;
+use chrono::{Datelike, NaiveDate};
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use serde::Serialize;
+use tokio_postgres::Row;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::{first, Scope};
+use crate::{db, wire, Result};
 
 /// One month (or the window's total) of the VAT report. Taxable amounts are
 /// net of VAT (line total − line VAT). Credit notes come off the month they

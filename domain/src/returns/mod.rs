@@ -30,39 +30,31 @@
 //! (reads, replays, the chain check, the fiscal payload), and here the
 //! branch actor's commands.
 
-use std::collections::HashMap;
-
-use chrono::{DateTime, SubsecRound, Utc};
 use deadpool_postgres::GenericClient;
-use rust_decimal::Decimal;
-use sea_query::{Expr, ExprTrait, JoinType, LockType, Order, Query, SelectStatement};
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
-use tokio_postgres::Row;
+use sea_query::{Expr, ExprTrait, Query};
+use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::approvals::{self, Approval};
-use crate::books;
-use crate::cash_sessions;
-use crate::customers;
-use crate::db::{self, Pool, Stmt};
-use crate::error::{Code, Error, Result};
-use crate::idempotency::{self, Key, RequestDigest, Scope};
-use crate::input;
-use crate::paging::Page;
+use crate::db::{self, Pool};
+use crate::error::{Error, Result};
+use crate::idempotency;
 use crate::role::{Action, Role};
-use crate::stock::{self, Kind, Movement};
-use crate::sync::changes::{self, Change, Op};
-use crate::wire;
 use actors::runtime::Command;
 
 mod model;
 mod read;
 mod write;
 
-pub use model::*;
-pub use read::*;
-pub use write::*;
+use model::{NewReturn, Outcome};
+use read::replay;
+use write::{file, issue, reject};
+
+pub use model::{CreditNote, ReturnRequest};
+pub use read::{
+    fiscal_payload, get, list, refund_approval_branch, sale_branch, verify_chain, CreditNoteChain,
+    CreditNoteFiscalPayload, ListFilter,
+};
 
 /// `POST /sales/{id}/returns` through the sale branch's actor.
 pub struct CreateReturn(pub NewReturn);

@@ -2,7 +2,17 @@
 //! answered, and the pure figures: each line's share of the refund and the
 //! credit note's canonical text and hash.
 
-use super::*;
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::idempotency::{Key, RequestDigest, Scope};
+use crate::input;
+use crate::role::{Action, Role};
+use crate::wire;
 
 /// Most lines one return may carry.
 pub const MAX_LINES: usize = 200;

@@ -2,7 +2,22 @@
 //! the earlier return of a mutation id, the credit note chain check and the
 //! fiscal payload of a credit note.
 
-use super::*;
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use sea_query::{Expr, ExprTrait, JoinType, Order, Query, SelectStatement};
+use serde::Serialize;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use super::model::{credit_note_hash, percent, CreditNote, CreditNoteItem, NewReturn, Outcome};
+use crate::books;
+use crate::db;
+use crate::error::{Error, Result};
+use crate::idempotency;
+use crate::paging::{self, Page, Slice};
 
 const NOTE_COLUMNS: &str = "r.id, r.sale_id, r.branch_id, r.credit_note_number, r.cn_seq, \
     s.invoice_number AS original_invoice_number, s.icv AS original_icv, r.customer_id, \
@@ -156,19 +171,14 @@ pub async fn list<C: GenericClient + Sync>(
             q.and_where(Expr::col(("r", "created_at")).lt(until));
         }
     };
-    let mut count = Query::select()
-        .expr(Expr::cust("count(*)"))
-        .from_as("sale_returns", "r")
-        .to_owned();
-    filter(&mut count);
-    let total: i64 = db::fetch_one(c, &count).await?.get(0);
+    let mut list = Query::select().from_as("sale_returns", "r").to_owned();
+    filter(&mut list);
+    let total = paging::count(c, &list, ("r", "id")).await?;
     let notes = select(c, |q| {
         filter(q);
         q.order_by(("r", "created_at"), Order::Desc)
             .order_by(("r", "id"), Order::Desc);
-        if let Some(p) = page {
-            q.offset(p.offset()).limit(p.limit());
-        }
+        page.apply(q);
     })
     .await?;
     Ok((notes, total))

@@ -9,7 +9,24 @@
 //! customers, their invoice counter and the session in that order too, so
 //! returns and sales never wait on each other in a circle.
 
-use super::*;
+use std::collections::HashMap;
+
+use chrono::{DateTime, SubsecRound, Utc};
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use sea_query::{Expr, ExprTrait, LockType, Query};
+use uuid::Uuid;
+
+use super::model::{credit_note_hash, refund_share, CreditNote, CreditNoteItem, Held, NewReturn};
+use super::read::get;
+use crate::approvals;
+use crate::cash_sessions;
+use crate::customers;
+use crate::db::{self, Stmt};
+use crate::error::{Code, Error, Result};
+use crate::stock::{self, Kind, Movement};
+use crate::sync::changes::{self, Change, Op};
+use crate::wire;
 
 /// A sale as a return needs it.
 struct SaleHead {

@@ -16,7 +16,7 @@ use crate::input::{self, max, Flag};
 use crate::sync::changes::{self, Change, Op};
 use crate::{db, wire, Error, Result};
 
-use crate::paging::Page;
+use crate::paging::{self, Page};
 use crate::sync::synced;
 use crate::users::escape_like;
 
@@ -144,20 +144,13 @@ pub async fn list<C: GenericClient + Sync>(
                 .add(Expr::col("tax_number").ilike(pattern)),
         );
     }
-    let total_q = base.clone().expr(Expr::col("id").count()).to_owned();
-    let total: i64 = db::fetch_one(c, &total_q).await?.get(0);
-    let q = base
-        .columns(COLUMNS)
-        .order_by_expr(Expr::cust("lower(name)"), Order::Asc)
-        .order_by("id", Order::Asc)
-        .offset(page.offset())
-        .limit(page.limit())
-        .to_owned();
-    let items = db::fetch_all(c, &q)
-        .await?
-        .iter()
-        .map(Supplier::from_row)
-        .collect();
+    let (rows, total) = paging::fetch(c, base, "id", page, |q| {
+        q.columns(COLUMNS)
+            .order_by_expr(Expr::cust("lower(name)"), Order::Asc)
+            .order_by("id", Order::Asc);
+    })
+    .await?;
+    let items = rows.iter().map(Supplier::from_row).collect();
     Ok((items, total))
 }
 

@@ -17,7 +17,7 @@ use uuid::Uuid;
 use crate::{db, wire, Error, Result, Role};
 
 use crate::audit;
-use crate::paging::Page;
+use crate::paging::{self, Page};
 use crate::sync::entities::{same, Entity};
 
 const COLUMNS: [&str; 20] = [
@@ -188,21 +188,17 @@ pub async fn pending<C: GenericClient + Sync>(
     org_id: Uuid,
     page: Page,
 ) -> Result<(Vec<Conflict>, i64)> {
-    let mut base = Query::select()
+    let base = Query::select()
         .from("sync_conflicts")
         .and_where(Expr::col("org_id").eq(org_id))
         .and_where(Expr::col("status").eq("pending"))
         .to_owned();
-    let total_q = base.clone().expr(Expr::col("id").count()).to_owned();
-    let total: i64 = db::fetch_one(c, &total_q).await?.get(0);
-    let q = base
-        .columns(COLUMNS)
-        .order_by("created_at", Order::Desc)
-        .order_by("id", Order::Desc)
-        .offset(page.offset())
-        .limit(page.limit())
-        .to_owned();
-    let rows = db::fetch_all(c, &q).await?;
+    let (rows, total) = paging::fetch(c, base, "id", page, |q| {
+        q.columns(COLUMNS)
+            .order_by("created_at", Order::Desc)
+            .order_by("id", Order::Desc);
+    })
+    .await?;
     Ok((rows.iter().map(Conflict::from_row).collect(), total))
 }
 

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::{db, wire, Result};
 
-use crate::paging::Page;
+use crate::paging::{self, Page};
 
 /// A till of one branch. `status` is `active` or `revoked`; a revoked
 /// device stays in the register.
@@ -169,18 +169,14 @@ pub async fn register<C: GenericClient + Sync>(
     if let Some(branch_id) = branch_id {
         base.and_where(Expr::col(("d", "branch_id")).eq(branch_id));
     }
-    let total_q = base.clone().expr(Expr::col(("d", "id")).count()).to_owned();
-    let total: i64 = db::fetch_one(c, &total_q).await?.get(0);
-    let q = base
-        .columns(COLUMNS.map(|col| ("d", col)))
-        .expr_as(Expr::col(("b", "name")), "branch_name")
-        .order_by(("d", "created_at"), Order::Desc)
-        .order_by(("d", "id"), Order::Desc)
-        .offset(page.offset())
-        .limit(page.limit())
-        .to_owned();
-    let items = db::fetch_all(c, &q)
-        .await?
+    let (rows, total) = paging::fetch(c, base, ("d", "id"), page, |q| {
+        q.columns(COLUMNS.map(|col| ("d", col)))
+            .expr_as(Expr::col(("b", "name")), "branch_name")
+            .order_by(("d", "created_at"), Order::Desc)
+            .order_by(("d", "id"), Order::Desc);
+    })
+    .await?;
+    let items = rows
         .iter()
         .map(|r| RegisterRow {
             device: Device::from_row(r),

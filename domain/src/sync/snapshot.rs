@@ -498,7 +498,7 @@ async fn customer_rows<C: GenericClient + Sync>(c: &C) -> Result<Vec<Customer>> 
 async fn user_rows<C: GenericClient + Sync>(c: &C, scope: Scope) -> Result<Vec<User>> {
     let scope_col = scope.map(|b| ("branch_id", b));
     let rows = live_rows(c, "users", &users::COLUMNS, scope_col).await?;
-    Ok(rows.iter().map(User::from_row).collect())
+    rows.iter().map(User::from_row).collect()
 }
 
 async fn batch_rows<C: GenericClient + Sync>(c: &C, scope: Scope) -> Result<Vec<Batch>> {

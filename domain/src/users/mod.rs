@@ -15,7 +15,7 @@ use uuid::Uuid;
 use crate::sync::changes::{self, Change, Op};
 use crate::{db, wire, Result, Role};
 
-use crate::paging::Page;
+use crate::paging::{self, Page};
 
 /// The snapshot User shape (flags as 0/1), plus `rev`.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -62,22 +62,26 @@ pub const COLUMNS: [&str; 12] = [
 ];
 
 impl User {
-    pub fn from_row(r: &Row) -> Self {
+    /// The user of a row; a stored role this build does not know is an
+    /// internal error (the CHECK on `users.role` admits only `Role::ALL`).
+    pub fn from_row(r: &Row) -> Result<Self> {
         let role: String = r.get("role");
-        User {
+        let role = Role::parse(&role)
+            .ok_or_else(|| crate::Error::internal(format!("unknown role {role}")))?;
+        Ok(User {
             id: r.get("id"),
             branch_id: r.get("branch_id"),
             email: r.get("email"),
             full_name: r.get("full_name"),
             phone: r.get("phone"),
-            role: Role::parse(&role).unwrap_or(Role::Cashier),
+            role,
             is_active: r.get("is_active"),
             is_deleted: r.get("is_deleted"),
             last_login_at: r.get("last_login_at"),
             rev: r.get("rev"),
             created_at: r.get("created_at"),
             updated_at: r.get("updated_at"),
-        }
+        })
     }
 }
 
@@ -91,7 +95,10 @@ pub async fn get<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<User
         .and_where(Expr::col("id").eq(id))
         .and_where(Expr::col("is_deleted").eq(false))
         .to_owned();
-    Ok(db::fetch_opt(c, &q).await?.map(|r| User::from_row(&r)))
+    db::fetch_opt(c, &q)
+        .await?
+        .map(|r| User::from_row(&r))
+        .transpose()
 }
 
 /// What login needs: the user, its hash and organisation, and the token
@@ -111,12 +118,17 @@ pub async fn credentials<C: GenericClient + Sync>(
         .columns(["password_hash", "org_id", "token_version"])
         .and_where(Func::lower(Expr::col("email")).eq(email.to_lowercase()))
         .to_owned();
-    Ok(db::fetch_opt(c, &q).await?.map(|r| Credentials {
-        user: User::from_row(&r),
-        password_hash: r.get("password_hash"),
-        org_id: r.get("org_id"),
-        token_version: r.get("token_version"),
-    }))
+    db::fetch_opt(c, &q)
+        .await?
+        .map(|r| {
+            Ok(Credentials {
+                user: User::from_row(&r)?,
+                password_hash: r.get("password_hash"),
+                org_id: r.get("org_id"),
+                token_version: r.get("token_version"),
+            })
+        })
+        .transpose()
 }
 
 /// The credentials of a live user by id.
@@ -129,12 +141,17 @@ pub async fn credentials_of<C: GenericClient + Sync>(
         .and_where(Expr::col("id").eq(id))
         .and_where(Expr::col("is_deleted").eq(false))
         .to_owned();
-    Ok(db::fetch_opt(c, &q).await?.map(|r| Credentials {
-        user: User::from_row(&r),
-        password_hash: r.get("password_hash"),
-        org_id: r.get("org_id"),
-        token_version: r.get("token_version"),
-    }))
+    db::fetch_opt(c, &q)
+        .await?
+        .map(|r| {
+            Ok(Credentials {
+                user: User::from_row(&r)?,
+                password_hash: r.get("password_hash"),
+                org_id: r.get("org_id"),
+                token_version: r.get("token_version"),
+            })
+        })
+        .transpose()
 }
 
 /// Sets a new password hash on an active user whose token version is still
@@ -163,7 +180,7 @@ pub async fn set_password<C: GenericClient + Sync>(
     let Some(row) = db::fetch_opt(tx, &q).await? else {
         return Ok(None);
     };
-    let user = User::from_row(&row);
+    let user = User::from_row(&row)?;
     emit(tx, rev, &user, Op::Update).await?;
     Ok(Some((user, row.get("token_version"))))
 }
@@ -192,7 +209,7 @@ pub async fn touch_login<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Op
     let Some(row) = db::fetch_opt(tx, &q).await? else {
         return Ok(None);
     };
-    let user = User::from_row(&row);
+    let user = User::from_row(&row)?;
     emit(tx, rev, &user, Op::Update).await?;
     Ok(Some(user))
 }
@@ -228,20 +245,13 @@ pub async fn list<C: GenericClient + Sync>(
                 .add(Expr::col("email").ilike(pattern)),
         );
     }
-    let total_q = base.clone().expr(Expr::col("id").count()).to_owned();
-    let total: i64 = db::fetch_one(c, &total_q).await?.get(0);
-    let q = base
-        .columns(COLUMNS)
-        .order_by("full_name", Order::Asc)
-        .order_by("id", Order::Asc)
-        .limit(page.limit())
-        .offset(page.offset())
-        .to_owned();
-    let users = db::fetch_all(c, &q)
-        .await?
-        .iter()
-        .map(User::from_row)
-        .collect();
+    let (rows, total) = paging::fetch(c, base, "id", page, |q| {
+        q.columns(COLUMNS)
+            .order_by("full_name", Order::Asc)
+            .order_by("id", Order::Asc);
+    })
+    .await?;
+    let users = rows.iter().map(User::from_row).collect::<Result<_>>()?;
     Ok((users, total))
 }
 
@@ -290,7 +300,7 @@ pub async fn insert<C: GenericClient + Sync>(tx: &C, u: NewUser) -> Result<User>
         ])
         .returning(Query::returning().columns(COLUMNS))
         .to_owned();
-    let user = User::from_row(&db::fetch_one(tx, &q).await?);
+    let user = User::from_row(&db::fetch_one(tx, &q).await?)?;
     emit(tx, rev, &user, Op::Create).await?;
     Ok(user)
 }
@@ -315,7 +325,7 @@ pub async fn update<C: GenericClient + Sync>(
     let Some(row) = db::fetch_opt(tx, &q).await? else {
         return Ok(None);
     };
-    let user = User::from_row(&row);
+    let user = User::from_row(&row)?;
     emit(tx, rev, &user, op).await?;
     Ok(Some(user))
 }

@@ -17,25 +17,25 @@
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
-use sea_query::{Expr, ExprTrait, JoinType, Order, Query, SelectStatement};
+use sea_query::Query;
 use serde::{Deserialize, Serialize};
-use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::db::{self, Pool, Stmt};
 use crate::error::{Error, Result};
 use crate::input;
-use crate::paging::Page;
 use crate::stock::{self, Kind, Movement};
 use crate::wire;
 use actors::runtime::Command;
 
 mod read;
 
-pub use read::*;
+pub use read::{
+    destruction_register, expired, get, list, DestructionRow, ExpiredBatch, ListFilter,
+};
 
 /// Why stock is written off.
 pub const REASONS: [&str; 5] = ["expired", "damaged", "recalled", "lost", "other"];

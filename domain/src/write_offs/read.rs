@@ -1,9 +1,22 @@
 //! Reading write-offs back, the expired batches still holding stock, and
 //! the destruction register.
 
-use super::*;
+use std::collections::HashMap;
 
+use chrono::{DateTime, NaiveDate, Utc};
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use sea_query::{Expr, ExprTrait, JoinType, Order, Query, SelectStatement};
+use serde::Serialize;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use super::{WriteOff, WriteOffItem, MAX_LINES};
 use crate::books;
+use crate::db;
+use crate::error::Result;
+use crate::paging::{self, Page, Slice};
+use crate::wire;
 
 /// Write-offs with their lines, shaped by `shape` (filters, order, paging).
 async fn select<C: GenericClient + Sync>(
@@ -119,18 +132,14 @@ pub async fn list<C: GenericClient + Sync>(
             q.and_where(Expr::col(("w", "created_at")).lt(until));
         }
     };
-    let mut count = Query::select()
-        .expr(Expr::cust("count(*)"))
-        .from_as("write_offs", "w")
-        .to_owned();
-    filter(&mut count);
-    let total: i64 = db::fetch_one(c, &count).await?.get(0);
+    let mut list = Query::select().from_as("write_offs", "w").to_owned();
+    filter(&mut list);
+    let total = paging::count(c, &list, ("w", "id")).await?;
     let items = select(c, |q| {
         filter(q);
         q.order_by(("w", "created_at"), Order::Desc)
-            .order_by(("w", "id"), Order::Desc)
-            .offset(page.offset())
-            .limit(page.limit());
+            .order_by(("w", "id"), Order::Desc);
+        page.apply(q);
     })
     .await?;
     Ok((items, total))
@@ -256,10 +265,8 @@ pub async fn destruction_register<C: GenericClient + Sync>(
     if let Some(end) = scope.bounds.1 {
         base.and_where(Expr::col(("w", "created_at")).lt(end));
     }
-    let count = base.clone().expr(Expr::cust("count(*)")).to_owned();
-    let total: i64 = db::fetch_one(c, &count).await?.get(0);
-    let mut q = base
-        .columns([
+    let (rows, total) = paging::fetch(c, base, ("i", "id"), paging, |q| {
+        q.columns([
             ("i", "id"),
             ("i", "write_off_id"),
             ("i", "medicine_id"),
@@ -296,12 +303,9 @@ pub async fn destruction_register<C: GenericClient + Sync>(
             Expr::col(("u", "id")).equals(("w", "created_by")),
         )
         .order_by(("w", "created_at"), Order::Desc)
-        .order_by(("i", "id"), Order::Desc)
-        .to_owned();
-    if let Some((offset, limit)) = paging {
-        q.offset(offset).limit(limit);
-    }
-    let rows = db::fetch_all(c, &q).await?;
+        .order_by(("i", "id"), Order::Desc);
+    })
+    .await?;
     let items = rows
         .iter()
         .map(|r: &Row| DestructionRow {

@@ -26,7 +26,8 @@
 //! quantity, and the credit note joins the change feed (`credit_note`).
 //!
 //! Where things are: `model` (the request, the credit note, the refund
-//! shares and the hash), `write` (filing, issuing, rejecting), `read`
+//! shares and the hash), `write` (filing, issuing, rejecting), `refund`
+//! (which way a refund may go), `read`
 //! (reads, replays, the chain check, the fiscal payload), and here the
 //! branch actor's commands.
 
@@ -44,6 +45,7 @@ use actors::runtime::Command;
 
 mod model;
 mod read;
+mod refund;
 mod write;
 
 use model::{NewReturn, Outcome};

@@ -19,6 +19,7 @@ use uuid::Uuid;
 
 use super::model::{credit_note_hash, refund_share, CreditNote, CreditNoteItem, Held, NewReturn};
 use super::read::get;
+use super::refund::{check_credit, owed_first};
 use crate::approvals;
 use crate::cash_sessions;
 use crate::customers;
@@ -319,71 +320,6 @@ pub async fn file<C: GenericClient + Sync>(tx: &C, r: &NewReturn) -> Result<Cred
     get(tx, id)
         .await?
         .ok_or_else(|| Error::internal("the return just filed vanished"))
-}
-
-/// A credit refund needs the sale's customer, whose balance covers it.
-async fn check_credit<C: GenericClient + Sync>(
-    tx: &C,
-    customer_id: Option<Uuid>,
-    total: Decimal,
-) -> Result<()> {
-    let no_account = || {
-        Error::validation(
-            "refund_method",
-            "This sale names no customer, so nothing can be credited to an account: \
-             refund it by cash, card or mobile money.",
-        )
-    };
-    let id = customer_id.ok_or_else(no_account)?;
-    let customer = customers::get(tx, id).await?.ok_or_else(no_account)?;
-    if customer.current_balance < total {
-        return Err(Error::rule(
-            Code::AmountExceedsBalance,
-            "refund_method",
-            format!(
-                "A credit refund of {} would take {}'s balance of {} below zero: credit at most \
-                 {} to the account and refund the rest another way.",
-                wire::two_places(total),
-                customer.name,
-                wire::two_places(customer.current_balance),
-                wire::two_places(customer.current_balance)
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// A sale on credit refunds to the account what the customer still owes:
-/// no cash, card or mobile money leaves the till for goods not yet paid
-/// for. Once the customer owes less than the refund (they paid it off),
-/// the refund may go back the way they paid.
-async fn owed_first<C: GenericClient + Sync>(
-    tx: &C,
-    customer_id: Option<Uuid>,
-    total: Decimal,
-    method: &str,
-) -> Result<()> {
-    let Some(id) = customer_id else {
-        return Ok(());
-    };
-    let Some(customer) = customers::get(tx, id).await? else {
-        return Ok(());
-    };
-    if customer.current_balance >= total {
-        return Err(Error::rule(
-            Code::RefundToAccount,
-            "refund_method",
-            format!(
-                "This sale was on credit and {} still owes {} on account: the refund of {} \
-                 lowers that balance (`refund_method: credit`), it cannot be paid out by {}.",
-                customer.name,
-                wire::two_places(customer.current_balance),
-                wire::two_places(total),
-                method.replace('_', " ")
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// The branch's credit note counter after the bump, the hash it chained

@@ -15,6 +15,7 @@ use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::error::Problem;
+use domain::prescriptions::moves;
 use domain::prescriptions::{self, Move, NewItem, NewPrescription, Prescription};
 use domain::{input, Action, Error, Result};
 
@@ -121,10 +122,7 @@ pub async fn create(
         items: lines(body.items)?,
         created_by: caller.user_id,
     };
-    let mut client = state.pool.get().await?;
-    let tx = client.transaction().await?;
-    let prescription = prescriptions::insert(&tx, new).await?;
-    tx.commit().await?;
+    let prescription = moves::record(&state.pool, new).await?;
     Ok(HttpResponse::Created().json(prescription))
 }
 
@@ -176,18 +174,6 @@ pub async fn list(
     Ok(HttpResponse::Ok().json(Paged::new(items, total, page)))
 }
 
-/// A live prescription the caller may see; another branch's reads as 404.
-async fn visible<C: deadpool_postgres::GenericClient + Sync>(
-    c: &C,
-    caller: &Caller,
-    id: Uuid,
-) -> Result<Prescription> {
-    prescriptions::get(c, id)
-        .await?
-        .filter(|p| caller.can_see_branch(p.branch_id))
-        .ok_or_else(|| Error::not_found("Prescription not found"))
-}
-
 /// One prescription with its lines.
 #[utoipa::path(tag = "prescriptions", security(("bearer" = [])),
     params(("id" = String, Path)),
@@ -201,69 +187,12 @@ pub async fn get(
 ) -> Result<HttpResponse> {
     let id = path_id(&id, "Prescription")?;
     let client = state.pool.get().await?;
-    Ok(HttpResponse::Ok().json(visible(&client, &caller, id).await?))
+    Ok(HttpResponse::Ok().json(moves::visible(&client, &caller.acting(), id).await?))
 }
 
-/// Whether any unit was given out against the prescription.
-fn partly_dispensed(p: &Prescription) -> bool {
-    p.items.iter().any(|i| i.dispensed_quantity > 0)
-}
-
-/// Whether `mv` may start from the prescription as it is.
-fn allowed(p: &Prescription, mv: &Move) -> bool {
-    let stays_in_book = matches!(mv, Move::Cancel | Move::Delete) && partly_dispensed(p);
-    mv.allowed_from().contains(&p.status.as_str()) && !stays_in_book
-}
-
-/// The 409 for a move the prescription's current state does not allow.
-fn refused(p: &Prescription, mv: &Move) -> Error {
-    if matches!(mv, Move::Cancel | Move::Delete) && p.status == "PENDING" && partly_dispensed(p) {
-        return Error::conflict(format!(
-            "Medicines were already dispensed against prescription {}: it stays in the \
-             prescription book and cannot be cancelled or deleted.",
-            p.rx_number
-        ));
-    }
-    match mv {
-        Move::Delete => Error::conflict(format!(
-            "Prescription {} was dispensed: it stays in the prescription book and cannot be deleted.",
-            p.rx_number
-        )),
-        Move::Dispense { .. } | Move::Cancel => Error::conflict(format!(
-            "Prescription {} is {}; only a PENDING prescription can be dispensed or cancelled.",
-            p.rx_number, p.status
-        )),
-    }
-}
-
-/// 400 unless the sale is of the prescription's branch and, when it names a
-/// prescription, names this one.
-async fn check_sale<C: deadpool_postgres::GenericClient + Sync>(
-    c: &C,
-    p: &Prescription,
-    sale_id: Uuid,
-) -> Result<()> {
-    let sale = prescriptions::sale_ref(c, sale_id)
-        .await?
-        .filter(|s| s.branch_id == p.branch_id)
-        .ok_or_else(|| {
-            Error::validation(
-                "sale_id",
-                "`sale_id` must name a sale of the prescription's branch.",
-            )
-        })?;
-    match sale.prescription_id {
-        Some(other) if other != p.id => Err(Error::validation(
-            "sale_id",
-            "That sale was made against another prescription.",
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// Runs one move in a transaction: 404 when not visible, 409 when the
-/// conditional update finds the prescription no longer in a status allowing it.
-async fn run_move(
+/// Runs one move as `caller`: the role, then the id, then the domain's
+/// rules (`domain::prescriptions::moves::run_move`).
+async fn run(
     state: &AppState,
     caller: &Caller,
     raw_id: &str,
@@ -271,27 +200,7 @@ async fn run_move(
 ) -> Result<Option<Prescription>> {
     caller.require(Action::WritePrescriptions)?;
     let id = path_id(raw_id, "Prescription")?;
-    let mut client = state.pool.get().await?;
-    let tx = client.transaction().await?;
-    let current = visible(&tx, caller, id).await?;
-    if !allowed(&current, &mv) {
-        return Err(refused(&current, &mv));
-    }
-    if let Move::Dispense { sale_id, .. } = mv {
-        check_sale(&tx, &current, sale_id).await?;
-    }
-    if !prescriptions::apply(&tx, id, mv).await? {
-        // Re-read: a concurrent move may have won since `current` was read.
-        let now = visible(&tx, caller, id).await?;
-        return Err(refused(&now, &mv));
-    }
-    let after = if matches!(mv, Move::Delete) {
-        None
-    } else {
-        Some(visible(&tx, caller, id).await?)
-    };
-    tx.commit().await?;
-    Ok(after)
+    moves::run_move(&state.pool, &caller.acting(), id, mv).await
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -324,7 +233,7 @@ pub async fn dispense(
         sale_id,
         by: caller.user_id,
     };
-    let p = run_move(&state, &caller, &id, mv).await?;
+    let p = run(&state, &caller, &id, mv).await?;
     Ok(HttpResponse::Ok().json(p))
 }
 
@@ -341,7 +250,7 @@ pub async fn cancel(
     caller: Caller,
     id: web::Path<String>,
 ) -> Result<HttpResponse> {
-    let p = run_move(&state, &caller, &id, Move::Cancel).await?;
+    let p = run(&state, &caller, &id, Move::Cancel).await?;
     Ok(HttpResponse::Ok().json(p))
 }
 
@@ -359,6 +268,6 @@ pub async fn delete(
     caller: Caller,
     id: web::Path<String>,
 ) -> Result<HttpResponse> {
-    run_move(&state, &caller, &id, Move::Delete).await?;
+    run(&state, &caller, &id, Move::Delete).await?;
     Ok(HttpResponse::NoContent().finish())
 }

@@ -5,7 +5,7 @@ use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
 
-use domain::{Error, Result};
+use crate::{Error, Result};
 
 pub const MIN_PASSWORD_LEN: usize = 8;
 

@@ -17,6 +17,8 @@ use crate::{db, wire, Error, Result};
 
 use crate::paging::Page;
 
+pub mod moves;
+
 pub const STATUSES: [&str; 3] = ["PENDING", "DISPENSED", "CANCELLED"];
 
 /// One line of a prescription, joined to its medicine.

@@ -6,7 +6,6 @@
 //! can no longer be cancelled or deleted (409).
 
 use actix_web::{web, HttpResponse};
-use rust_decimal::Decimal;
 use serde::Deserialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -16,11 +15,9 @@ use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::error::Problem;
 use domain::prescriptions::moves;
-use domain::prescriptions::{self, Move, NewItem, NewPrescription, Prescription};
-use domain::{input, Action, Error, Result};
-
-/// Most lines one prescription may carry.
-const MAX_ITEMS: usize = 100;
+use domain::prescriptions::request::PrescriptionCreate;
+use domain::prescriptions::{self, Move, Prescription};
+use domain::{Action, Error, Result};
 
 use actix_web::{delete, get, post};
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -32,66 +29,6 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(delete)
         .service(dispense)
         .service(cancel);
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct PrescriptionItemWrite {
-    #[schema(value_type = String, format = Uuid)]
-    pub medicine_id: Uuid,
-    /// Whole units, 1 or more.
-    #[schema(value_type = i64, minimum = 1)]
-    pub quantity: Decimal,
-    pub dosage_instructions: Option<String>,
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct PrescriptionCreate {
-    /// Required, non-blank.
-    pub patient_name: Option<String>,
-    pub patient_id_number: Option<String>,
-    pub prescriber_name: Option<String>,
-    pub prescriber_license: Option<String>,
-    pub notes: Option<String>,
-    /// Admins only: the branch the prescription belongs to (default the caller's).
-    #[schema(value_type = Option<String>, format = Uuid)]
-    pub branch_id: Option<Uuid>,
-    /// At least one line, at most 100.
-    pub items: Option<Vec<PrescriptionItemWrite>>,
-}
-
-fn optional(field: &str, value: Option<String>, max: usize) -> Result<String> {
-    input::text(field, value.as_deref().unwrap_or_default(), max)
-}
-
-fn lines(items: Option<Vec<PrescriptionItemWrite>>) -> Result<Vec<NewItem>> {
-    let items = items.unwrap_or_default();
-    if items.is_empty() {
-        return Err(Error::validation(
-            "items",
-            "A prescription needs at least one line in `items`.",
-        ));
-    }
-    if items.len() > MAX_ITEMS {
-        return Err(Error::validation(
-            "items",
-            format!("A prescription may have at most {MAX_ITEMS} lines."),
-        ));
-    }
-    items
-        .into_iter()
-        .enumerate()
-        .map(|(i, item)| {
-            Ok(NewItem {
-                medicine_id: item.medicine_id,
-                quantity: input::quantity(&format!("items[{i}].quantity"), item.quantity)?,
-                dosage_instructions: optional(
-                    &format!("items[{i}].dosage_instructions"),
-                    item.dosage_instructions,
-                    1000,
-                )?,
-            })
-        })
-        .collect()
 }
 
 /// Files a `PENDING` prescription with its lines on the caller's branch.
@@ -108,20 +45,7 @@ pub async fn create(
 ) -> Result<HttpResponse> {
     caller.require(Action::WritePrescriptions)?;
     let branch_id = caller.branch_scope(body.branch_id)?;
-    let new = NewPrescription {
-        branch_id,
-        patient_name: input::required_text(
-            "patient_name",
-            body.patient_name.as_deref().unwrap_or_default(),
-            200,
-        )?,
-        patient_id_number: optional("patient_id_number", body.patient_id_number, 100)?,
-        prescriber_name: optional("prescriber_name", body.prescriber_name, 200)?,
-        prescriber_license: optional("prescriber_license", body.prescriber_license, 100)?,
-        notes: input::multiline("notes", body.notes.as_deref().unwrap_or_default(), 2000)?,
-        items: lines(body.items)?,
-        created_by: caller.user_id,
-    };
+    let new = body.into_new(branch_id, caller.user_id)?;
     let prescription = moves::record(&state.pool, new).await?;
     Ok(HttpResponse::Created().json(prescription))
 }

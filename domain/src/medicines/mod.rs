@@ -22,6 +22,7 @@ use crate::sync::synced;
 use crate::users::escape_like;
 
 mod categories;
+pub mod committed;
 mod model;
 mod read;
 mod write;

@@ -18,6 +18,7 @@ use crate::{db, wire, Error, Result};
 use crate::paging::Page;
 
 pub mod moves;
+pub mod request;
 
 pub const STATUSES: [&str; 3] = ["PENDING", "DISPENSED", "CANCELLED"];
 

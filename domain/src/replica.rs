@@ -345,7 +345,7 @@ async fn replayed(replica: &Replica, lsn: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{judge, Health};
 
     #[test]
     fn a_lag_within_the_bound_keeps_the_replica_in_use() {

@@ -73,7 +73,8 @@ pub fn validate_new_as(password: &str, field: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{validate_new, validate_new_as};
+    use crate::{Error, Result};
 
     fn field_of(r: Result<()>) -> Option<String> {
         match r {

@@ -10,7 +10,7 @@ use actix_web::{web, App, HttpServer};
 
 use crate::auth::tokens::TokenKeys;
 use crate::config::Config;
-use crate::db::replica::{self, Replica};
+use crate::db::replica;
 use crate::http;
 use crate::state::AppState;
 use crate::telemetry;
@@ -44,7 +44,7 @@ pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Resu
         config.database.url.clone(),
         config.sync.max_parked_polls,
     );
-    let replica = Replica::from_config(&config.database).map_err(std::io::Error::other)?;
+    let replica = replica::from_config(&config.database).map_err(std::io::Error::other)?;
     if let Some(r) = &replica {
         replica::spawn_checks(r);
     }

@@ -144,6 +144,16 @@ impl AuthConfig {
             max_age_secs: self.console_max_age_secs.max(1),
         }
     }
+
+    /// The login rate limits (the API's login, the console's sign-in and a
+    /// password change share them).
+    pub fn login_limits(&self) -> domain::users::sign_in::LoginLimits {
+        domain::users::sign_in::LoginLimits {
+            failures_per_email: self.login_failures_per_email,
+            failures_per_address: self.login_failures_per_address,
+            window_secs: self.login_window_secs,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -181,8 +191,7 @@ pub struct BranchActorsConfig {
 
 /// The bounds of a branch's mailbox capacity and group-commit size, in
 /// configuration and in `PUT /ops/actors/branches/{id}` alike.
-pub const MAILBOX_RANGE: std::ops::RangeInclusive<usize> = 1..=100_000;
-pub const SALE_BATCH_RANGE: std::ops::RangeInclusive<usize> = 1..=1024;
+pub use domain::actor_tuning::{MAILBOX_RANGE, SALE_BATCH_RANGE};
 
 /// Limits on the public `POST /marketing/contact`.
 #[derive(Debug, Clone, Deserialize)]

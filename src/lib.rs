@@ -6,6 +6,7 @@ pub mod auth;
 pub mod bench;
 pub mod config;
 pub mod console;
+pub mod csv_export;
 pub mod db;
 pub mod devdb;
 pub mod http;

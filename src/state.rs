@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use domain::actor_tuning::Runtime;
 use domain::customers::PaymentDesk;
 use domain::db::Pool;
 use domain::sales::desk::SaleDesk;
@@ -11,7 +12,7 @@ use domain::Registry;
 
 use crate::auth::tokens::TokenKeys;
 use crate::config::Config;
-use crate::db::replica::{Reads, Replica};
+use domain::replica::{Reads, Replica};
 
 pub struct AppState {
     pub pool: Pool,
@@ -29,10 +30,9 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// Where the reads that may be a few seconds old go (reports, the
-    /// dashboard, the compliance books and CSV exports, the sync snapshot):
-    /// the replica while it is within its lag bound, else the primary.
-    /// Anything else reads `pool`.
+    /// The pools a lag-tolerant domain read chooses from (the replica while
+    /// it is within its lag bound, else the primary). Which reads those are
+    /// is the domain's decision: each such area's `connect` takes this.
     pub fn reads(&self) -> Reads<'_> {
         Reads {
             primary: &self.pool,
@@ -40,8 +40,17 @@ impl AppState {
         }
     }
 
-    /// A connection for a lag-tolerant read (see [`AppState::reads`]).
-    pub async fn read_client(&self) -> domain::Result<deadpool_postgres::Object> {
-        self.reads().client().await
+    /// The actor runtime of this process as the tuning use cases see it.
+    pub fn runtime(&self) -> Runtime<'_> {
+        let a = &self.config.actors;
+        Runtime {
+            pool: &self.pool,
+            registry: &self.actors,
+            sales: &self.sales,
+            configured: self.config.branch_overrides(),
+            branch_mailbox: a.branch_mailbox,
+            device_mailbox: a.device_mailbox,
+            overrides_reload_ms: a.overrides_reload_ms,
+        }
     }
 }

@@ -9,7 +9,8 @@ use tokio_postgres::Row;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::{audit, db, input, wire, Error, Result};
+use crate::db::Pool;
+use crate::{audit, db, input, returns, wire, Acting, Error, Registry, Result};
 
 use crate::paging::{self, Page};
 
@@ -271,5 +272,39 @@ pub async fn decide_in<C: GenericClient + Sync>(
         },
     )
     .await?;
+    Ok(after)
+}
+
+/// Decides one approval for `acting` (who may `DecideApprovals`): 403 for
+/// the requester, 404 for another branch's, 409 once decided. The row is
+/// locked and the update is conditional, so two deciders cannot both win.
+/// The approval of a cashier's return (kind `refund`) is decided on its
+/// branch's actor, in one transaction with the credit note it issues (or
+/// the return it ends). `status` is `approved` or `rejected`.
+pub async fn decide_one(
+    pool: &Pool,
+    registry: &Registry,
+    acting: &Acting,
+    id: Uuid,
+    status: &str,
+) -> Result<Approval> {
+    let mut client = pool.get().await?;
+    if let Some(branch_id) = returns::refund_approval_branch(&client, id).await? {
+        drop(client);
+        let cmd = returns::DecideRefund {
+            approval_id: id,
+            approve: status == "approved",
+            decider: acting.user_id,
+            decider_branch: acting.branch_id,
+            any_branch: acting.any_branch(),
+        };
+        return registry.branch(branch_id, cmd).await;
+    }
+    let tx = client.transaction().await?;
+    let after = decide_in(&tx, id, status, acting.user_id, |b| {
+        acting.can_see_branch(b)
+    })
+    .await?;
+    tx.commit().await?;
     Ok(after)
 }

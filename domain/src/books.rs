@@ -15,7 +15,19 @@ use crate::paging;
 use crate::sales::Sale;
 use crate::{db, wire, Result};
 
+use crate::replica::Reads;
 use crate::window::Bounds;
+use deadpool_postgres::Object;
+
+/// A connection for the compliance books (the prescription book, the
+/// classified-drugs book, the destruction register and the device register)
+/// and their exports: a
+/// book may be a few seconds old, so they read from the streaming standby
+/// while it is within its lag bound, else from the primary. The API and the
+/// console both connect here, so both read the same place.
+pub async fn connect(reads: &Reads<'_>) -> Result<Object> {
+    reads.standby().await
+}
 
 pub const PRESCRIPTION_BOOK_NOTE: &str =
     "Prescription records must be kept for 2 years and produced for inspection on request.";

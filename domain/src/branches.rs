@@ -3,14 +3,17 @@
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, Order, Query, SelectStatement};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio_postgres::Row;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::sync::changes::{self, Change, Op};
 
+use crate::db::Pool;
+use crate::input::{self, max};
 use crate::sync::synced;
-use crate::{db, wire, Result};
+use crate::{db, wire, Acting, Error, Result};
 
 /// The snapshot Branch shape (flags as 0/1), plus `currency_code` and `rev`.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -225,4 +228,162 @@ pub async fn active_user_count<C: GenericClient + Sync>(c: &C, id: Uuid) -> Resu
         .and_where(Expr::col("is_active").eq(true))
         .to_owned();
     Ok(db::fetch_one(c, &q).await?.get(0))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct BranchCreate {
+    pub code: String,
+    pub name: String,
+    pub city: Option<String>,
+    pub vat_number: Option<String>,
+    pub address: Option<String>,
+    pub image_url: Option<String>,
+    /// Defaults to the organisation's base currency.
+    pub currency_code: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct BranchUpdate {
+    pub code: Option<String>,
+    pub name: Option<String>,
+    pub city: Option<String>,
+    pub vat_number: Option<String>,
+    pub address: Option<String>,
+    pub image_url: Option<String>,
+    pub currency_code: Option<String>,
+    pub is_active: Option<bool>,
+}
+
+fn required(field: &str, value: &str) -> Result<String> {
+    input::required_text(field, value, max::NAME)
+}
+
+fn optional(field: &str, value: Option<String>, limit: usize) -> Result<Option<String>> {
+    value.map(|v| input::text(field, &v, limit)).transpose()
+}
+
+fn code(value: &str) -> Result<String> {
+    let c = required("code", value)?.to_uppercase();
+    if c.len() > 32
+        || !c
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_')
+    {
+        return Err(Error::validation(
+            "code",
+            "`code` must be up to 32 letters, digits, `-` or `_`.",
+        ));
+    }
+    Ok(c)
+}
+
+async fn currency<C: GenericClient + Sync>(client: &C, code: &str) -> Result<String> {
+    let c = code.trim().to_uppercase();
+    if !currency_active(client, &c).await? {
+        return Err(Error::validation(
+            "currency_code",
+            format!("`{c}` is not an active currency."),
+        ));
+    }
+    Ok(c)
+}
+
+fn duplicate_code(e: Error) -> Error {
+    match e {
+        Error::Conflict(_) => Error::conflict("A branch with this code already exists."),
+        other => other,
+    }
+}
+
+/// Creates a branch in `acting`'s organisation; its currency defaults to
+/// the base currency (409 for a code in use).
+pub async fn create_branch(pool: &Pool, acting: &Acting, body: BranchCreate) -> Result<Branch> {
+    let mut client = pool.get().await?;
+    let currency_code = match body.currency_code.as_deref() {
+        Some(c) => currency(&client, c).await?,
+        None => base_currency(&client).await?,
+    };
+    let fields = BranchFields {
+        code: Some(code(&body.code)?),
+        name: Some(required("name", &body.name)?),
+        city: optional("city", body.city, max::LABEL)?,
+        vat_number: optional("vat_number", body.vat_number, max::CODE)?,
+        address: optional("address", body.address, max::ADDRESS)?,
+        image_url: optional("image_url", body.image_url, max::URL)?,
+        currency_code: Some(currency_code),
+        is_active: None,
+    };
+    let tx = client.transaction().await?;
+    let branch = insert(&tx, acting.org_id, fields)
+        .await
+        .map_err(duplicate_code)?;
+    tx.commit().await?;
+    Ok(branch)
+}
+
+async fn base_currency<C: GenericClient + Sync>(client: &C) -> Result<String> {
+    let q = Query::select()
+        .column("base_currency")
+        .from("settings")
+        .to_owned();
+    Ok(db::fetch_opt(client, &q)
+        .await?
+        .map(|r| r.get(0))
+        .unwrap_or_else(|| "UGX".to_owned()))
+}
+
+/// Changes the fields sent of branch `id` (404 when there is none, 409 for
+/// a code in use).
+pub async fn update_branch(pool: &Pool, id: Uuid, body: BranchUpdate) -> Result<Branch> {
+    let mut client = pool.get().await?;
+    let currency_code = match body.currency_code.as_deref() {
+        Some(c) => Some(currency(&client, c).await?),
+        None => None,
+    };
+    let fields = BranchFields {
+        code: body.code.as_deref().map(code).transpose()?,
+        name: body
+            .name
+            .as_deref()
+            .map(|n| required("name", n))
+            .transpose()?,
+        city: optional("city", body.city, max::LABEL)?,
+        vat_number: optional("vat_number", body.vat_number, max::CODE)?,
+        address: optional("address", body.address, max::ADDRESS)?,
+        image_url: optional("image_url", body.image_url, max::URL)?,
+        currency_code,
+        is_active: body.is_active,
+    };
+    if fields.is_empty() {
+        return Err(Error::bad_request("No fields to update"));
+    }
+    let tx = client.transaction().await?;
+    let branch = update(&tx, id, fields)
+        .await
+        .map_err(duplicate_code)?
+        .ok_or_else(|| Error::not_found("Branch not found"))?;
+    tx.commit().await?;
+    Ok(branch)
+}
+
+/// Soft-deletes branch `id` for `acting`: 409 while it has active users or
+/// is the caller's own.
+pub async fn delete_branch(pool: &Pool, acting: &Acting, id: Uuid) -> Result<()> {
+    if id == acting.branch_id {
+        return Err(Error::conflict(
+            "You cannot delete the branch you belong to.",
+        ));
+    }
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    if active_user_count(&tx, id).await? > 0 {
+        return Err(Error::conflict(
+            "The branch still has active users; move or deactivate them first.",
+        ));
+    }
+    soft_delete(&tx, id)
+        .await?
+        .ok_or_else(|| Error::not_found("Branch not found"))?;
+    tx.commit().await?;
+    Ok(())
 }

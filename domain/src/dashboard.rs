@@ -13,9 +13,19 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::replica::Reads;
 use crate::reports::{decimal_num, ratio_pct};
 use crate::window::ReportWindow;
 use crate::{db, wire, Result};
+use deadpool_postgres::Object;
+
+/// A connection for the dashboard's reads: its figures may be a few seconds
+/// old, so they read from the streaming standby while it is within its lag
+/// bound, else from the primary. The API and the console both connect here,
+/// so both read the same place.
+pub async fn connect(reads: &Reads<'_>) -> Result<Object> {
+    reads.standby().await
+}
 
 /// Days in the sparkline (the spec's Limits).
 pub const SPARKLINE_DAYS: i64 = 30;

@@ -266,6 +266,12 @@ impl<'de> serde::Deserialize<'de> for Flag {
     }
 }
 
+/// Parses an id from a path. A malformed id names nothing that exists: 404
+/// (`<what> not found`), as a well-formed id of no row would.
+pub fn path_id(raw: &str, what: &str) -> Result<uuid::Uuid> {
+    uuid::Uuid::parse_str(raw).map_err(|_| Error::not_found(format!("{what} not found")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@
 //! `pharmacy` crate) calls in, never the other way round.
 
 // Shared
+pub mod acting;
 pub mod db;
 pub mod error;
 pub mod group_commit;
@@ -19,6 +20,7 @@ pub mod idempotency;
 pub mod input;
 pub mod metrics;
 pub mod paging;
+pub mod replica;
 pub mod role;
 pub mod window;
 pub mod wire;
@@ -57,8 +59,10 @@ pub mod reports;
 
 // Sync for tills, and per-branch tuning of the actor runtime
 pub mod actor_overrides;
+pub mod actor_tuning;
 pub mod sync;
 
+pub use acting::Acting;
 pub use error::{Error, Result};
 pub use role::{Action, Role};
 

@@ -1,7 +1,8 @@
 //! Who is calling: the bearer-token extractor, the role guard and the branch
 //! scope rule every handler uses.
 
-pub mod passwords;
+// Passwords are the domain's (sign-in and user writes check and hash them).
+pub use domain::users::passwords;
 pub mod tokens;
 
 use std::future::Future;
@@ -15,7 +16,7 @@ use uuid::Uuid;
 use crate::state::AppState;
 use domain::role::Action;
 use domain::users::sessions;
-use domain::{Error, Result, Role};
+use domain::{Acting, Error, Result, Role};
 
 /// The authenticated caller. Extracting it checks the token, that the user
 /// is still active, that the token's `token_version` is the user's current
@@ -35,47 +36,53 @@ pub struct Caller {
 }
 
 impl Caller {
-    /// Whether the caller may act on any branch (`Action::WorkOnAnyBranch`);
-    /// everyone else works on its own branch only.
+    /// The staff member the domain's use cases act for.
+    pub fn acting(&self) -> Acting {
+        Acting {
+            user_id: self.user_id,
+            role: self.role,
+            branch_id: self.branch_id,
+            org_id: self.org_id,
+        }
+    }
+
+    /// Whether the caller may act on any branch (see [`Acting::any_branch`]).
     pub fn any_branch(&self) -> bool {
-        Action::WorkOnAnyBranch.permits(self.role)
+        self.acting().any_branch()
     }
 
     /// 403 unless the role policy lets the caller's role take `action`.
     pub fn require(&self, action: Action) -> Result<()> {
-        if action.permits(self.role) {
-            Ok(())
-        } else {
-            Err(Error::forbidden(format!(
-                "Your role ({}) is not allowed to do this.",
-                self.role
-            )))
-        }
+        self.acting().require(action)
     }
 
-    /// The branch a request acts on: the caller's own, or for an admin any
-    /// branch it names. A non-admin naming another branch gets 403.
+    /// The branch a request acts on (see [`Acting::branch_scope`]).
     pub fn branch_scope(&self, requested: Option<Uuid>) -> Result<Uuid> {
-        match requested {
-            None => Ok(self.branch_id),
-            Some(b) if b == self.branch_id || self.any_branch() => Ok(b),
-            Some(_) => Err(Error::forbidden("You can only work on your own branch.")),
-        }
+        self.acting().branch_scope(requested)
     }
 
     /// For lists: `None` means every branch (an admin who named none).
     pub fn branch_filter(&self, requested: Option<Uuid>) -> Result<Option<Uuid>> {
-        if self.any_branch() {
-            Ok(requested)
-        } else {
-            self.branch_scope(requested).map(Some)
-        }
+        self.acting().branch_filter(requested)
     }
 
     /// Whether the caller may see an object of `branch_id`.
     pub fn can_see_branch(&self, branch_id: Uuid) -> bool {
-        self.any_branch() || self.branch_id == branch_id
+        self.acting().can_see_branch(branch_id)
     }
+}
+
+/// The client address used for rate limits: the peer, or with
+/// `trust_forwarded` (behind a trusted proxy) the forwarded address.
+pub fn client_address(req: &HttpRequest, trust_forwarded: bool) -> String {
+    if trust_forwarded {
+        if let Some(ip) = req.connection_info().realip_remote_addr() {
+            return ip.to_owned();
+        }
+    }
+    req.peer_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_else(|| "unknown".to_owned())
 }
 
 fn bearer(req: &HttpRequest) -> Result<String> {

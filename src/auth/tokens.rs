@@ -9,6 +9,8 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::config::AuthConfig;
+use domain::users::sign_in::TokenIssuer;
+use domain::users::User;
 use domain::{Error, Result, Role};
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -102,6 +104,38 @@ impl TokenKeys {
             ));
         }
         Ok(data.claims)
+    }
+}
+
+/// The domain's sign-in use cases sign their tokens with these keys.
+impl TokenIssuer for TokenKeys {
+    fn access_token(
+        &self,
+        user: &User,
+        org_id: Uuid,
+        session: Uuid,
+        token_version: i64,
+    ) -> Result<String> {
+        self.issue_access(
+            user.id,
+            user.role,
+            user.branch_id,
+            org_id,
+            session,
+            token_version,
+        )
+    }
+
+    fn refresh_token(&self) -> (String, Vec<u8>) {
+        new_refresh_token()
+    }
+
+    fn access_ttl_secs(&self) -> i64 {
+        self.access_ttl_secs
+    }
+
+    fn refresh_ttl_secs(&self) -> i64 {
+        self.refresh_ttl_secs
     }
 }
 

@@ -1,8 +1,9 @@
 //! Approvals (refunds among them): the caller's branch's requests (every
 //! branch for admins), pending first by default, with approve and reject
 //! for those who decide (`Action::DecideApprovals`) on requests they did
-//! not make. Deciding goes through the API's own `decide`, so the rules
-//! (never the requester, only a pending request, the branch) are the API's.
+//! not make. Deciding goes through `domain::approvals::decide_one`, as the API
+//! does, so the rules (never the requester, only a pending request, the
+//! branch) are the same.
 
 use std::collections::HashMap;
 
@@ -13,9 +14,9 @@ use uuid::Uuid;
 
 use super::reports::Tab;
 use super::{html_status, see_other, when, Chrome, NoFields, Notice, Outcome, Posted, Staff};
-use crate::http::approvals::decide;
 use crate::state::AppState;
 use domain::approvals;
+use domain::input::path_id;
 use domain::paging::PageParams;
 use domain::{users, Action, Error};
 
@@ -184,7 +185,19 @@ async fn decided(
     status: &'static str,
 ) -> Outcome {
     let staff = posted.staff;
-    match decide(state, &staff.caller, id, status).await {
+    let decision = async {
+        staff.caller.require(Action::DecideApprovals)?;
+        let id = path_id(id, "Approval")?;
+        approvals::decide_one(
+            &state.pool,
+            &state.actors,
+            &staff.caller.acting(),
+            id,
+            status,
+        )
+        .await
+    };
+    match decision.await {
         Ok(_) => Ok(see_other(&format!("/console/approvals?done={status}"))),
         Err(e @ (Error::Forbidden(_) | Error::NotFound(_) | Error::Conflict(_))) => {
             let code = actix_web::ResponseError::status_code(&e);

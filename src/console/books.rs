@@ -111,7 +111,7 @@ async fn page(
         },
     ];
     let csv = q.format.as_deref().map(str::trim) == Some("csv");
-    let client = state.pool.get().await?;
+    let client = books::connect(&state.reads()).await?;
     let requested = optional_id("branch_id", q.branch_id.as_deref()).unwrap_or(None);
     let mut view = BookPage {
         chrome: Some(Chrome::new(&staff, "/console/books/prescriptions")),

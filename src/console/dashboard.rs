@@ -75,7 +75,7 @@ fn trend_words(pct: Decimal, yesterday: Decimal) -> String {
 async fn page(state: web::Data<AppState>, staff: Staff, q: web::Query<BranchQuery>) -> Outcome {
     let requested = optional_id("branch_id", q.branch_id.as_deref())?;
     let branch = staff.caller.branch_filter(requested)?;
-    let client = state.pool.get().await?;
+    let client = dashboard::connect(&state.reads()).await?;
     let days = DateWindow::optional(None, None)?
         .or_last_days(&client, SPARKLINE_DAYS)
         .await?;
@@ -244,7 +244,7 @@ async fn alerts(
         .ok_or_else(|| Error::not_found("There is no such list on the dashboard."))?;
     let requested = optional_id("branch_id", q.branch_id.as_deref())?;
     let branch = staff.caller.branch_filter(requested)?;
-    let client = state.pool.get().await?;
+    let client = dashboard::connect(&state.reads()).await?;
     let today = DateWindow::optional(None, None)?
         .or_last_days(&client, 1)
         .await?

@@ -2,7 +2,8 @@
 //! process (mailbox depth, capacity, refusals and waits per branch and
 //! device, refreshed every few seconds with htmx, or by reloading), the
 //! per-branch tuning form, the connection pool and the requests served.
-//! Reads and writes go through the API's own functions of `/ops/actors`.
+//! Reads and writes go through the same domain functions as `/ops/actors`
+//! (`domain::actor_tuning`).
 
 use actix_web::web;
 use askama::Template;
@@ -10,9 +11,10 @@ use serde::Deserialize;
 
 use super::session::Background;
 use super::{html, html_status, see_other, Chrome, NoFields, Notice, Outcome, Posted, Staff};
-use crate::http::ops::{self, ActorList, BranchTuningWrite};
 use crate::state::AppState;
 use crate::telemetry;
+use domain::actor_tuning::{self, ActorList, BranchTuningWrite};
+use domain::input::path_id;
 use domain::{Action, Error};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -102,7 +104,8 @@ async fn show(
     failed: Option<(&str, &Error)>,
     code: actix_web::http::StatusCode,
 ) -> Outcome {
-    let list = ops::actors_of(state, &staff.caller).await?;
+    staff.caller.require(Action::OperateActors)?;
+    let list = actor_tuning::actors_of(&state.runtime(), &staff.caller.acting()).await?;
     let d = &list.defaults;
     let defaults = format!(
         "Defaults: branch mailbox {}, device mailbox {}, group commit {} sales; other processes pick up a change within {} ms.",
@@ -118,7 +121,7 @@ async fn show(
     drop(client);
     let mut tuning = Vec::new();
     for b in branches {
-        let t = ops::tuning_of(state, &staff.caller, &b.id.to_string()).await?;
+        let t = actor_tuning::tuning_of(&state.runtime(), &staff.caller.acting(), b.id).await?;
         let stored = t
             .stored
             .as_ref()
@@ -197,7 +200,8 @@ async fn page(state: web::Data<AppState>, staff: Staff, q: web::Query<DoneQuery>
 
 /// The actor table alone, for the page's periodic refresh.
 async fn live(state: web::Data<AppState>, Background(staff): Background) -> Outcome {
-    let list = ops::actors_of(&state, &staff.caller).await?;
+    staff.caller.require(Action::OperateActors)?;
+    let list = actor_tuning::actors_of(&state.runtime(), &staff.caller.acting()).await?;
     html(&LiveFragment {
         actors: actor_views(list),
     })
@@ -232,7 +236,8 @@ async fn set(
             mailbox: number("mailbox", form.mailbox.as_deref())?,
             sale_batch_max: number("sale_batch_max", form.sale_batch_max.as_deref())?,
         };
-        ops::set_tuning(&state, &staff.caller, &id, body).await
+        let branch = path_id(&id, "Branch")?;
+        actor_tuning::set_tuning(&state.runtime(), &staff.caller.acting(), branch, body).await
     };
     match attempt.await {
         Ok(_) => Ok(see_other("/console/operations?done=saved")),
@@ -249,7 +254,9 @@ async fn reset(
     id: web::Path<String>,
     posted: Posted<NoFields>,
 ) -> Outcome {
-    ops::clear_tuning(&state, &posted.staff.caller, &id).await?;
+    posted.staff.caller.require(Action::OperateActors)?;
+    let branch = path_id(&id, "Branch")?;
+    actor_tuning::clear_tuning(&state.runtime(), &posted.staff.caller.acting(), branch).await?;
     Ok(see_other("/console/operations?done=reset"))
 }
 

@@ -1,9 +1,9 @@
 //! People and settings: users (for those who manage users: create, change
 //! role or branch within the rules, deactivate and reactivate), the
 //! branches, and the organisation settings form with each refused field's
-//! message beside it. Writes go through the API's own functions of
-//! `/users` and `/settings`, so a branch manager can touch only non-admin
-//! users of its own branch here too.
+//! message beside it. Writes go through the same domain functions as
+//! `/users`, `/branches` and `/settings`, so a branch manager can touch only
+//! non-admin users of its own branch here too.
 //!
 //! Over 600 lines: users, branches and settings share the form helpers
 //! here; the next split is one file per page.
@@ -21,12 +21,12 @@ use super::{
     html_status, optional_id, role_label, see_other, when, Chrome, NoFields, Notice, Outcome,
     Posted, Staff,
 };
-use crate::http::branches::{self as api_branches, BranchCreate};
-use crate::http::settings::{self as api_settings, SettingsWrite};
-use crate::http::users::{self as api_users, UserCreate, UserUpdate};
 use crate::state::AppState;
-use domain::input::Flag;
+use domain::branches::BranchCreate;
+use domain::input::{path_id, Flag};
 use domain::paging::PageParams;
+use domain::settings::write::{self as settings_write, SettingsWrite};
+use domain::users::manage::{self, UserCreate, UserUpdate};
 use domain::{branches, settings, users, Action, Error, Role};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -242,7 +242,7 @@ async fn create_user(state: web::Data<AppState>, posted: Posted<AccountForm>) ->
             branch_id,
             phone: Some(form.phone.clone()),
         };
-        api_users::create_as(&state, &staff.caller, body).await
+        manage::create_user(&state.pool, &staff.caller.acting(), body).await
     };
     match attempt.await {
         Ok(_) => Ok(see_other("/console/users?done=created")),
@@ -371,7 +371,7 @@ async fn update_user(
             branch_id: branch_id.filter(|b| *b != before.branch_id),
             is_active: None,
         };
-        api_users::update_as(&state, &staff.caller, &id, body).await
+        update_account(&state, &staff, &id, body).await
     };
     match attempt.await {
         Ok(_) => Ok(see_other("/console/users?done=updated")),
@@ -387,12 +387,25 @@ async fn update_user(
     }
 }
 
+/// Changes account `raw_id` as `/users/{id}` does: the role first, then the
+/// id, then the domain's rules.
+async fn update_account(
+    state: &AppState,
+    staff: &Staff,
+    raw_id: &str,
+    body: UserUpdate,
+) -> Result<users::User, Error> {
+    staff.caller.require(Action::ManageUsers)?;
+    let id = path_id(raw_id, "User")?;
+    manage::update_user(&state.pool, &staff.caller.acting(), id, body).await
+}
+
 async fn set_active(state: &AppState, raw_id: &str, staff: Staff, active: bool) -> Outcome {
     let body = UserUpdate {
         is_active: Some(active),
         ..UserUpdate::default()
     };
-    match api_users::update_as(state, &staff.caller, raw_id, body).await {
+    match update_account(state, &staff, raw_id, body).await {
         Ok(_) if active => Ok(see_other("/console/users?done=reactivated")),
         Ok(_) => Ok(see_other("/console/users?done=deactivated")),
         Err(e) if shown_on_form(&e) => {
@@ -486,7 +499,7 @@ async fn create_branch(state: web::Data<AppState>, posted: Posted<BranchForm>) -
         image_url: None,
         currency_code: blank_is_none(&form.currency_code),
     };
-    match api_branches::create_as(&state, &staff.caller, body).await {
+    match branches::create_branch(&state.pool, &staff.caller.acting(), body).await {
         Ok(_) => Ok(see_other("/console/branches?done=created")),
         Err(e) if shown_on_form(&e) => {
             let code = actix_web::ResponseError::status_code(&e);
@@ -735,7 +748,7 @@ async fn save_settings(state: web::Data<AppState>, posted: Posted<SettingsForm>)
     staff.caller.require(Action::WriteSettings)?;
     let attempt = async {
         let body = form.write()?;
-        api_settings::update_as(&state, &staff.caller, body).await
+        settings_write::change(&state.pool, &staff.caller.acting(), body).await
     };
     match attempt.await {
         Ok(_) => Ok(see_other("/console/settings?done=saved")),

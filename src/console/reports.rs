@@ -114,7 +114,7 @@ async fn page(
         summary: String::new(),
         tables: Vec::new(),
     };
-    let client = state.pool.get().await?;
+    let client = reports::connect(&state.reads()).await?;
     let built = build(&client, &staff, kind, &q).await;
     let requested = optional_id("branch_id", q.branch_id.as_deref()).unwrap_or(None);
     page.branches = branch_options(&client, &staff, requested).await?;

@@ -23,11 +23,11 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use super::{html, Failure, Outcome};
-use crate::auth::{load_active, tokens, Caller};
-use crate::http::auth::check_password;
+use crate::auth::{client_address, load_active, tokens, Caller};
 use crate::state::AppState;
-use domain::users::console_sessions::{self, ConsoleSession, Use};
-use domain::users::{self, sessions};
+use domain::users;
+use domain::users::console_sessions::{self, Use};
+use domain::users::sign_in;
 use domain::{Error, Role};
 
 /// The session cookie: a random token whose digest keys `console_sessions`.
@@ -90,13 +90,7 @@ fn state_of(req: &HttpRequest) -> Result<web::Data<AppState>, Failure> {
 
 /// Ends the console session of `digest` and the sign-in it rode on.
 async fn end(state: &AppState, digest: Vec<u8>) -> Result<(), Error> {
-    let mut client = state.pool.get().await?;
-    let tx = client.transaction().await?;
-    if let Some(auth_session) = console_sessions::remove(&tx, digest).await? {
-        sessions::revoke(&tx, auth_session).await?;
-    }
-    tx.commit().await?;
-    Ok(())
+    sign_in::end_console(&state.pool, digest).await
 }
 
 /// The staff member of the session cookie, or [`Failure::SignIn`].
@@ -328,7 +322,11 @@ pub async fn login(
         let msg = "Enter your email address.";
         return login_again(&req, &state, "", msg, "email", StatusCode::BAD_REQUEST);
     }
-    let creds = match check_password(&state, &req, &form.email, form.password).await {
+    let address = client_address(&req, state.config.http.trust_forwarded_for);
+    let limits = state.config.auth.login_limits();
+    let checked =
+        sign_in::check_password(&state.pool, limits, &address, &form.email, form.password).await;
+    let creds = match checked {
         Ok(creds) => creds,
         Err(e @ (Error::Unauthorized(_) | Error::TooManyRequests { .. })) => {
             let status = e.code().status();
@@ -352,20 +350,8 @@ pub async fn login(
     };
     let (token, digest) = tokens::new_refresh_token();
     let (csrf, _) = tokens::new_refresh_token();
-    let mut client = state.pool.get().await?;
-    let tx = client.transaction().await?;
-    let user_id = users::touch_login(&tx, creds.user.id)
-        .await?
-        .map_or(creds.user.id, |u| u.id);
-    let auth_session = sessions::open(&tx, user_id, creds.token_version).await?;
-    let session = ConsoleSession {
-        auth_session_id: auth_session,
-        user_id,
-        token_version: creds.token_version,
-        csrf_token: csrf,
-    };
-    console_sessions::open(&tx, digest, &session, state.config.auth.console_lifetime()).await?;
-    tx.commit().await?;
+    let life = state.config.auth.console_lifetime();
+    sign_in::open_console(&state.pool, &creds, digest, csrf, life).await?;
     let mut res = HttpResponse::SeeOther()
         .insert_header((header::LOCATION, "/console/dashboard"))
         .finish();

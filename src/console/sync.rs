@@ -16,11 +16,10 @@ use super::{
     branch_options, html_status, optional_id, see_other, when, BranchOption, Chrome, NoFields,
     Notice, Outcome, Posted, Staff,
 };
-use crate::http::devices::{self as api_devices, DeviceCreate};
-use crate::http::sync::conflicts::resolve_as;
 use crate::state::AppState;
+use domain::input::path_id;
 use domain::paging::PageParams;
-use domain::sync::conflicts::{self, Conflict};
+use domain::sync::conflicts::{self, Conflict, Strategy};
 use domain::sync::devices;
 use domain::{Action, Error};
 
@@ -221,7 +220,13 @@ async fn resolve(
     posted: Posted<ResolveForm>,
 ) -> Outcome {
     let Posted { staff, form } = posted;
-    match resolve_as(&state, &staff.caller, &id, form.strategy.as_deref()).await {
+    let attempt = async {
+        staff.caller.require(Action::ResolveConflicts)?;
+        let strategy = Strategy::required(form.strategy.as_deref())?;
+        let conflict = path_id(&id, "Conflict")?;
+        conflicts::resolve_one(&state.pool, &staff.caller.acting(), conflict, strategy).await
+    };
+    match attempt.await {
         Ok(_) => Ok(see_other("/console/sync/conflicts?done=resolved")),
         Err(e @ (Error::Validation { .. } | Error::Conflict(_) | Error::NotFound(_))) => {
             let status = actix_web::ResponseError::status_code(&e);
@@ -346,11 +351,10 @@ pub struct RegisterForm {
 async fn register(state: web::Data<AppState>, posted: Posted<RegisterForm>) -> Outcome {
     let Posted { staff, form } = posted;
     let attempt = async {
-        let body = DeviceCreate {
-            name: form.name.clone(),
-            branch_id: optional_id("branch_id", form.branch_id.as_deref())?,
-        };
-        api_devices::register(&state, &staff.caller, body).await
+        let requested = optional_id("branch_id", form.branch_id.as_deref())?;
+        staff.caller.require(Action::ManageDevices)?;
+        let branch_id = staff.caller.branch_scope(requested)?;
+        devices::register_till(&state.pool, &staff.caller.acting(), branch_id, &form.name).await
     };
     match attempt.await {
         Ok(_) => Ok(see_other("/console/devices?done=registered")),
@@ -375,7 +379,12 @@ async fn revoke(
     id: web::Path<String>,
     posted: Posted<NoFields>,
 ) -> Outcome {
-    match api_devices::revoke_as(&state, &posted.staff.caller, &id).await {
+    let attempt = async {
+        posted.staff.caller.require(Action::ManageDevices)?;
+        let device = path_id(&id, "Device")?;
+        devices::revoke_till(&state.pool, &posted.staff.caller.acting(), device).await
+    };
+    match attempt.await {
         Ok(_) => Ok(see_other("/console/devices?done=revoked")),
         Err(e @ (Error::NotFound(_) | Error::Forbidden(_))) => {
             let status = actix_web::ResponseError::status_code(&e);

@@ -9,7 +9,7 @@ use actix_web::HttpResponse;
 use rust_decimal::Decimal;
 
 use super::money;
-use crate::http::csv_export::neutralise;
+use crate::csv_export::neutralise;
 use domain::{Error, Result};
 
 /// One cell: what the page shows, and what the CSV holds.

@@ -11,7 +11,6 @@ use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::approvals::{self, Approval, ApprovalCreate};
 use domain::error::Problem;
-use domain::returns;
 use domain::{Action, Error, Result};
 
 use actix_web::{get, post};
@@ -91,39 +90,12 @@ pub async fn list(
     Ok(HttpResponse::Ok().json(Paged::new(items, total, page)))
 }
 
-/// Decides one approval: 403 for other roles and for the requester, 404 for
-/// another branch's, 409 once decided. The row is locked and the update is
-/// conditional, so two deciders cannot both win. The approval of a
-/// cashier's return (kind `refund`) is decided on its branch's actor, in
-/// one transaction with the credit note it issues (or the return it ends).
-/// The console decides through here too.
-pub async fn decide(
-    state: &AppState,
-    caller: &Caller,
-    raw_id: &str,
-    status: &str,
-) -> Result<Approval> {
+/// Decides one approval (see `domain::approvals::decide_one`); the console
+/// decides through the same domain function.
+async fn decide(state: &AppState, caller: &Caller, raw_id: &str, status: &str) -> Result<Approval> {
     caller.require(Action::DecideApprovals)?;
     let id = path_id(raw_id, "Approval")?;
-    let mut client = state.pool.get().await?;
-    if let Some(branch_id) = returns::refund_approval_branch(&client, id).await? {
-        drop(client);
-        let cmd = returns::DecideRefund {
-            approval_id: id,
-            approve: status == "approved",
-            decider: caller.user_id,
-            decider_branch: caller.branch_id,
-            any_branch: caller.any_branch(),
-        };
-        return state.actors.branch(branch_id, cmd).await;
-    }
-    let tx = client.transaction().await?;
-    let after = approvals::decide_in(&tx, id, status, caller.user_id, |b| {
-        caller.can_see_branch(b)
-    })
-    .await?;
-    tx.commit().await?;
-    Ok(after)
+    approvals::decide_one(&state.pool, &state.actors, &caller.acting(), id, status).await
 }
 
 /// `pending` → `approved`.

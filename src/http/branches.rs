@@ -1,15 +1,13 @@
 //! `/branches`: admins write; everyone reads their own branch.
 
 use actix_web::{web, HttpResponse};
-use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::auth::Caller;
 use crate::http::extract::{path_id, Json};
 use crate::state::AppState;
-use domain::branches::{self, Branch, BranchFields};
+use domain::branches::{self, Branch, BranchCreate, BranchUpdate};
 use domain::error::Problem;
-use domain::input::{self, max};
 use domain::{Action, Error, Result};
 
 use actix_web::{delete, get, post, put};
@@ -23,75 +21,10 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(delete);
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct BranchCreate {
-    pub code: String,
-    pub name: String,
-    pub city: Option<String>,
-    pub vat_number: Option<String>,
-    pub address: Option<String>,
-    pub image_url: Option<String>,
-    /// Defaults to the organisation's base currency.
-    pub currency_code: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize, ToSchema)]
-pub struct BranchUpdate {
-    pub code: Option<String>,
-    pub name: Option<String>,
-    pub city: Option<String>,
-    pub vat_number: Option<String>,
-    pub address: Option<String>,
-    pub image_url: Option<String>,
-    pub currency_code: Option<String>,
-    pub is_active: Option<bool>,
-}
-
 #[derive(Debug, serde::Serialize, ToSchema)]
 pub struct BranchList {
     pub items: Vec<Branch>,
     pub total: i64,
-}
-
-fn required(field: &str, value: &str) -> Result<String> {
-    input::required_text(field, value, max::NAME)
-}
-
-fn optional(field: &str, value: Option<String>, limit: usize) -> Result<Option<String>> {
-    value.map(|v| input::text(field, &v, limit)).transpose()
-}
-
-fn code(value: &str) -> Result<String> {
-    let c = required("code", value)?.to_uppercase();
-    if c.len() > 32
-        || !c
-            .chars()
-            .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_')
-    {
-        return Err(Error::validation(
-            "code",
-            "`code` must be up to 32 letters, digits, `-` or `_`.",
-        ));
-    }
-    Ok(c)
-}
-
-async fn currency(client: &deadpool_postgres::Client, code: &str) -> Result<String> {
-    let c = code.trim().to_uppercase();
-    if !branches::currency_active(client, &c).await? {
-        return Err(Error::validation(
-            "currency_code",
-            format!("`{c}` is not an active currency."),
-        ));
-    }
-    Ok(c)
-}
-
-fn duplicate_code(e: Error) -> Error {
-    match e {
-        Error::Conflict(_) => Error::conflict("A branch with this code already exists."),
-        other => other,
-    }
 }
 
 /// Branches the caller may see (an admin sees all).
@@ -141,46 +74,9 @@ pub async fn create(
     caller: Caller,
     Json(body): Json<BranchCreate>,
 ) -> Result<HttpResponse> {
-    Ok(HttpResponse::Created().json(create_as(&state, &caller, body).await?))
-}
-
-/// Creates a branch as `caller` (the API and the console both create
-/// branches through here).
-pub async fn create_as(state: &AppState, caller: &Caller, body: BranchCreate) -> Result<Branch> {
     caller.require(Action::ManageBranches)?;
-    let mut client = state.pool.get().await?;
-    let currency_code = match body.currency_code.as_deref() {
-        Some(c) => currency(&client, c).await?,
-        None => base_currency(&client).await?,
-    };
-    let fields = BranchFields {
-        code: Some(code(&body.code)?),
-        name: Some(required("name", &body.name)?),
-        city: optional("city", body.city, max::LABEL)?,
-        vat_number: optional("vat_number", body.vat_number, max::CODE)?,
-        address: optional("address", body.address, max::ADDRESS)?,
-        image_url: optional("image_url", body.image_url, max::URL)?,
-        currency_code: Some(currency_code),
-        is_active: None,
-    };
-    let tx = client.transaction().await?;
-    let branch = branches::insert(&tx, caller.org_id, fields)
-        .await
-        .map_err(duplicate_code)?;
-    tx.commit().await?;
-    Ok(branch)
-}
-
-async fn base_currency(client: &deadpool_postgres::Client) -> Result<String> {
-    use sea_query::Query;
-    let q = Query::select()
-        .column("base_currency")
-        .from("settings")
-        .to_owned();
-    Ok(domain::db::fetch_opt(client, &q)
-        .await?
-        .map(|r| r.get(0))
-        .unwrap_or_else(|| "UGX".to_owned()))
+    let branch = branches::create_branch(&state.pool, &caller.acting(), body).await?;
+    Ok(HttpResponse::Created().json(branch))
 }
 
 /// Changes the fields sent of a branch (admin).
@@ -200,34 +96,7 @@ pub async fn update(
 ) -> Result<HttpResponse> {
     caller.require(Action::ManageBranches)?;
     let id = path_id(&id, "Branch")?;
-    let mut client = state.pool.get().await?;
-    let currency_code = match body.currency_code.as_deref() {
-        Some(c) => Some(currency(&client, c).await?),
-        None => None,
-    };
-    let fields = BranchFields {
-        code: body.code.as_deref().map(code).transpose()?,
-        name: body
-            .name
-            .as_deref()
-            .map(|n| required("name", n))
-            .transpose()?,
-        city: optional("city", body.city, max::LABEL)?,
-        vat_number: optional("vat_number", body.vat_number, max::CODE)?,
-        address: optional("address", body.address, max::ADDRESS)?,
-        image_url: optional("image_url", body.image_url, max::URL)?,
-        currency_code,
-        is_active: body.is_active,
-    };
-    if fields.is_empty() {
-        return Err(Error::bad_request("No fields to update"));
-    }
-    let tx = client.transaction().await?;
-    let branch = branches::update(&tx, id, fields)
-        .await
-        .map_err(duplicate_code)?
-        .ok_or_else(|| Error::not_found("Branch not found"))?;
-    tx.commit().await?;
+    let branch = branches::update_branch(&state.pool, id, body).await?;
     Ok(HttpResponse::Ok().json(branch))
 }
 
@@ -246,21 +115,6 @@ pub async fn delete(
 ) -> Result<HttpResponse> {
     caller.require(Action::ManageBranches)?;
     let id = path_id(&id, "Branch")?;
-    if id == caller.branch_id {
-        return Err(Error::conflict(
-            "You cannot delete the branch you belong to.",
-        ));
-    }
-    let mut client = state.pool.get().await?;
-    let tx = client.transaction().await?;
-    if branches::active_user_count(&tx, id).await? > 0 {
-        return Err(Error::conflict(
-            "The branch still has active users; move or deactivate them first.",
-        ));
-    }
-    branches::soft_delete(&tx, id)
-        .await?
-        .ok_or_else(|| Error::not_found("Branch not found"))?;
-    tx.commit().await?;
+    branches::delete_branch(&state.pool, &caller.acting(), id).await?;
     Ok(HttpResponse::NoContent().finish())
 }

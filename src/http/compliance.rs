@@ -15,7 +15,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::Caller;
-use crate::http::csv_export;
+use crate::csv_export;
 use crate::http::extract::{PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::books::{self, ClassifiedBookRow, FiscalPayload, PrescriptionBookRow, Scope};
@@ -62,7 +62,7 @@ pub async fn device_register(
 ) -> Result<HttpResponse> {
     let page = paging.resolve(BOOK_PAGE_SIZE)?;
     let branch = caller.branch_filter(filter.branch_id)?;
-    let client = state.read_client().await?;
+    let client = books::connect(&state.reads()).await?;
     let (items, total) = devices::register(&client, branch, page).await?;
     Ok(HttpResponse::Ok().json(Paged::new(items, total, page)))
 }
@@ -123,7 +123,7 @@ pub(crate) async fn scope(
             return Err(Error::validation("format", "`format` must be json or csv."));
         }
     };
-    let client = state.read_client().await?;
+    let client = books::connect(&state.reads()).await?;
     // A page is bounded by its size; an export is every row of the window,
     // so its window is closed and at most `MAX_WINDOW_DAYS` long.
     let bounds = if csv {
@@ -174,7 +174,7 @@ pub async fn prescription_book(
 ) -> Result<HttpResponse> {
     let page = paging.resolve(BOOK_PAGE_SIZE)?;
     let (scope, csv) = scope(&state, &caller, &req, &q).await?;
-    let client = state.read_client().await?;
+    let client = books::connect(&state.reads()).await?;
     if csv {
         let (rows, _) = books::prescription_book(&client, scope, None).await?;
         return csv_response("prescription-book", &rows);
@@ -208,7 +208,7 @@ pub async fn classified_drugs_book(
 ) -> Result<HttpResponse> {
     let page = paging.resolve(BOOK_PAGE_SIZE)?;
     let (scope, csv) = scope(&state, &caller, &req, &q).await?;
-    let client = state.read_client().await?;
+    let client = books::connect(&state.reads()).await?;
     if csv {
         let (rows, _) = books::classified_book(&client, scope, None).await?;
         return csv_response("classified-drugs-book", &rows);

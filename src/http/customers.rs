@@ -10,6 +10,7 @@ use uuid::Uuid;
 use crate::auth::{Caller, Signed};
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
+use domain::customers::committed;
 use domain::customers::{self, CustomerWrite};
 use domain::customers::{CustomerView, LedgerRow, PaymentReceipt, RecordPayment};
 use domain::error::Problem;
@@ -90,10 +91,7 @@ pub async fn create(
     Json(body): Json<CustomerWrite>,
 ) -> Result<HttpResponse> {
     caller.require(Action::WriteCustomers)?;
-    let mut client = state.pool.get().await?;
-    let tx = client.transaction().await?;
-    let customer = customers::create(&tx, body, None, caller.role).await?;
-    tx.commit().await?;
+    let customer = committed::create(&state.pool, body, caller.role).await?;
     Ok(HttpResponse::Created().json(customer.view()))
 }
 
@@ -113,10 +111,7 @@ pub async fn update(
 ) -> Result<HttpResponse> {
     caller.require(Action::WriteCustomers)?;
     let id = path_id(&id, "Customer")?;
-    let mut client = state.pool.get().await?;
-    let tx = client.transaction().await?;
-    let customer = customers::edit(&tx, id, body, caller.role).await?;
-    tx.commit().await?;
+    let customer = committed::edit(&state.pool, id, body, caller.role).await?;
     Ok(HttpResponse::Ok().json(customer.view()))
 }
 
@@ -135,10 +130,7 @@ pub async fn delete(
 ) -> Result<HttpResponse> {
     caller.require(Action::WriteCustomers)?;
     let id = path_id(&id, "Customer")?;
-    let mut client = state.pool.get().await?;
-    let tx = client.transaction().await?;
-    customers::remove(&tx, id).await?;
-    tx.commit().await?;
+    committed::remove(&state.pool, id).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 

@@ -1,6 +1,7 @@
 //! `/dashboard`: today's figures and the branch comparison. Any signed-in
 //! user; days are the organisation's calendar days (`settings.time_zone`).
-//! Read from the read replica while it is within its lag bound.
+//! Read from the read replica while it is within its lag bound
+//! (`domain::dashboard::connect`, as the console's dashboard).
 
 use actix_web::{web, HttpResponse};
 use chrono::NaiveDate;
@@ -47,7 +48,7 @@ pub async fn summary(
     Query(q): Query<SummaryQuery>,
 ) -> Result<HttpResponse> {
     let branch = caller.branch_filter(q.branch_id)?;
-    let client = state.read_client().await?;
+    let client = dashboard::connect(&state.reads()).await?;
     let days = DateWindow::optional(None, None)?
         .or_last_days(&client, SPARKLINE_DAYS)
         .await?;
@@ -107,7 +108,7 @@ pub async fn branch_comparison(
 ) -> Result<HttpResponse> {
     let branch = caller.branch_filter(None)?;
     let window = DateWindow::optional(day_of(q.from_date), day_of(q.to_date))?;
-    let client = state.read_client().await?;
+    let client = dashboard::connect(&state.reads()).await?;
     let window = window.or_last_days(&client, DEFAULT_WINDOW_DAYS).await?;
     let items = dashboard::branch_comparison(&client, &window, branch).await?;
     Ok(HttpResponse::Ok().json(BranchComparison {

@@ -12,8 +12,7 @@ use crate::http::extract::{path_id, Json};
 use crate::state::AppState;
 use domain::error::Problem;
 use domain::sync::devices::{self, Device};
-use domain::{audit, branches};
-use domain::{input, Action, Error, Result};
+use domain::{Action, Result};
 
 use actix_web::post;
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -29,10 +28,6 @@ pub struct DeviceCreate {
     /// The branch the till works for (default: the caller's own).
     #[schema(value_type = Option<String>, format = Uuid)]
     pub branch_id: Option<Uuid>,
-}
-
-fn not_found() -> Error {
-    Error::not_found("Device not found")
 }
 
 /// Registers a till. A branch manager naming another branch gets 403; an
@@ -51,24 +46,12 @@ pub async fn create(
     Ok(HttpResponse::Created().json(register(&state, &caller, body).await?))
 }
 
-/// Registers a till as `caller` (the API and the console both register
-/// through here).
-pub async fn register(state: &AppState, caller: &Caller, body: DeviceCreate) -> Result<Device> {
+/// Registers a till as `caller`: the role, then the branch it may name,
+/// then the domain's rules.
+async fn register(state: &AppState, caller: &Caller, body: DeviceCreate) -> Result<Device> {
     caller.require(Action::ManageDevices)?;
     let branch_id = caller.branch_scope(body.branch_id)?;
-    let name = input::required_text("name", &body.name, 200)?;
-    let mut client = state.pool.get().await?;
-    if branches::get(&client, branch_id).await?.is_none() {
-        return Err(Error::validation(
-            "branch_id",
-            "There is no such branch (it may have been deleted).",
-        ));
-    }
-    let tx = client.transaction().await?;
-    let device = devices::insert(&tx, branch_id, &name, caller.user_id).await?;
-    audit(&tx, caller, "device.create", None, &device).await?;
-    tx.commit().await?;
-    Ok(device)
+    devices::register_till(&state.pool, &caller.acting(), branch_id, &body.name).await
 }
 
 /// Revokes a till: its pushes are refused from then on; it stays in the
@@ -88,44 +71,9 @@ pub async fn revoke(
     Ok(HttpResponse::Ok().json(revoke_as(&state, &caller, &id).await?))
 }
 
-/// Revokes till `raw_id` as `caller` (the API and the console both revoke
-/// through here); a revoked till is answered unchanged.
-pub async fn revoke_as(state: &AppState, caller: &Caller, raw_id: &str) -> Result<Device> {
+/// Revokes till `raw_id` as `caller`; a revoked till is answered unchanged.
+async fn revoke_as(state: &AppState, caller: &Caller, raw_id: &str) -> Result<Device> {
     caller.require(Action::ManageDevices)?;
     let id = path_id(raw_id, "Device")?;
-    let mut client = state.pool.get().await?;
-    let tx = client.transaction().await?;
-    // Locked, so two revocations write one audit entry between them.
-    let before = devices::lock(&tx, id).await?.ok_or_else(not_found)?;
-    caller.branch_scope(Some(before.branch_id))?;
-    if before.is_revoked() {
-        return Ok(before);
-    }
-    let after = devices::revoke(&tx, id).await?.ok_or_else(not_found)?;
-    audit(&tx, caller, "device.revoke", Some(&before), &after).await?;
-    tx.commit().await?;
-    Ok(after)
-}
-
-async fn audit(
-    tx: &deadpool_postgres::Transaction<'_>,
-    caller: &Caller,
-    action: &str,
-    before: Option<&Device>,
-    after: &Device,
-) -> Result<()> {
-    let json = |d: &Device| serde_json::to_value(d).map_err(Error::internal);
-    audit::write_for(
-        tx,
-        Some(after.branch_id),
-        audit::Entry {
-            actor_id: Some(caller.user_id),
-            action,
-            entity_type: "device",
-            entity_id: after.id.to_string(),
-            before: before.map(json).transpose()?,
-            after: Some(json(after)?),
-        },
-    )
-    .await
+    devices::revoke_till(&state.pool, &caller.acting(), id).await
 }

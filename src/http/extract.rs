@@ -9,7 +9,6 @@ use actix_web::dev::Payload;
 use actix_web::{web, FromRequest, HttpRequest};
 use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
-use uuid::Uuid;
 
 use crate::state::AppState;
 use domain::error::Code;
@@ -179,22 +178,10 @@ fn strip_position(message: &str) -> String {
     }
 }
 
-/// Parses an id from the path. A malformed id names nothing that exists: 404.
-pub fn path_id(raw: &str, what: &str) -> Result<Uuid> {
-    Uuid::parse_str(raw).map_err(|_| Error::not_found(format!("{what} not found")))
-}
+// Parsing a path id is the domain's rule (the console parses the same ids).
+pub use domain::input::path_id;
 
 pub use domain::paging::{Page, PageParams, Paged, MAX_PAGE_SIZE};
 
-/// The client address used for rate limits: the peer, or with
-/// `trust_forwarded` (behind a trusted proxy) the forwarded address.
-pub fn client_address(req: &HttpRequest, trust_forwarded: bool) -> String {
-    if trust_forwarded {
-        if let Some(ip) = req.connection_info().realip_remote_addr() {
-            return ip.to_owned();
-        }
-    }
-    req.peer_addr()
-        .map(|a| a.ip().to_string())
-        .unwrap_or_else(|| "unknown".to_owned())
-}
+// The console reads the same address for its sign-in's rate limits.
+pub use crate::auth::client_address;

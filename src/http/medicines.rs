@@ -9,6 +9,7 @@ use crate::auth::{Caller, Signed};
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::error::Problem;
+use domain::medicines::committed;
 use domain::medicines::{self, Medicine, MedicineView, MedicineWrite};
 use domain::packs;
 use domain::{Action, Error, Result};
@@ -103,10 +104,7 @@ pub async fn create(
     Json(body): Json<MedicineWrite>,
 ) -> Result<HttpResponse> {
     caller.require(Action::WriteCatalogue)?;
-    let mut client = state.pool.get().await?;
-    let tx = client.transaction().await?;
-    let medicine = medicines::create(&tx, body, None).await?;
-    tx.commit().await?;
+    let medicine = committed::create(&state.pool, body).await?;
     Ok(HttpResponse::Created().json(medicine.view()))
 }
 
@@ -127,10 +125,7 @@ pub async fn update(
 ) -> Result<HttpResponse> {
     caller.require(Action::WriteCatalogue)?;
     let id = path_id(&id, "Medicine")?;
-    let mut client = state.pool.get().await?;
-    let tx = client.transaction().await?;
-    let medicine = medicines::edit(&tx, id, body, caller.user_id).await?;
-    tx.commit().await?;
+    let medicine = committed::edit(&state.pool, id, body, caller.user_id).await?;
     Ok(HttpResponse::Ok().json(medicine.view()))
 }
 
@@ -148,9 +143,6 @@ pub async fn delete(
 ) -> Result<HttpResponse> {
     caller.require(Action::WriteCatalogue)?;
     let id = path_id(&id, "Medicine")?;
-    let mut client = state.pool.get().await?;
-    let tx = client.transaction().await?;
-    medicines::remove(&tx, id).await?;
-    tx.commit().await?;
+    committed::remove(&state.pool, id).await?;
     Ok(HttpResponse::NoContent().finish())
 }

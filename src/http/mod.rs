@@ -7,7 +7,6 @@ pub mod body_deadline;
 pub mod branches;
 pub mod compliance;
 pub mod coupons;
-pub mod csv_export;
 pub mod currency;
 pub mod customers;
 pub mod dashboard;

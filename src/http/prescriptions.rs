@@ -6,7 +6,6 @@
 //! can no longer be cancelled or deleted (409).
 
 use actix_web::{web, HttpResponse};
-use rust_decimal::Decimal;
 use serde::Deserialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -15,11 +14,10 @@ use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::error::Problem;
-use domain::prescriptions::{self, Move, NewItem, NewPrescription, Prescription};
-use domain::{input, Action, Error, Result};
-
-/// Most lines one prescription may carry.
-const MAX_ITEMS: usize = 100;
+use domain::prescriptions::moves;
+use domain::prescriptions::request::PrescriptionCreate;
+use domain::prescriptions::{self, Move, Prescription};
+use domain::{Action, Error, Result};
 
 use actix_web::{delete, get, post};
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -31,66 +29,6 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(delete)
         .service(dispense)
         .service(cancel);
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct PrescriptionItemWrite {
-    #[schema(value_type = String, format = Uuid)]
-    pub medicine_id: Uuid,
-    /// Whole units, 1 or more.
-    #[schema(value_type = i64, minimum = 1)]
-    pub quantity: Decimal,
-    pub dosage_instructions: Option<String>,
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct PrescriptionCreate {
-    /// Required, non-blank.
-    pub patient_name: Option<String>,
-    pub patient_id_number: Option<String>,
-    pub prescriber_name: Option<String>,
-    pub prescriber_license: Option<String>,
-    pub notes: Option<String>,
-    /// Admins only: the branch the prescription belongs to (default the caller's).
-    #[schema(value_type = Option<String>, format = Uuid)]
-    pub branch_id: Option<Uuid>,
-    /// At least one line, at most 100.
-    pub items: Option<Vec<PrescriptionItemWrite>>,
-}
-
-fn optional(field: &str, value: Option<String>, max: usize) -> Result<String> {
-    input::text(field, value.as_deref().unwrap_or_default(), max)
-}
-
-fn lines(items: Option<Vec<PrescriptionItemWrite>>) -> Result<Vec<NewItem>> {
-    let items = items.unwrap_or_default();
-    if items.is_empty() {
-        return Err(Error::validation(
-            "items",
-            "A prescription needs at least one line in `items`.",
-        ));
-    }
-    if items.len() > MAX_ITEMS {
-        return Err(Error::validation(
-            "items",
-            format!("A prescription may have at most {MAX_ITEMS} lines."),
-        ));
-    }
-    items
-        .into_iter()
-        .enumerate()
-        .map(|(i, item)| {
-            Ok(NewItem {
-                medicine_id: item.medicine_id,
-                quantity: input::quantity(&format!("items[{i}].quantity"), item.quantity)?,
-                dosage_instructions: optional(
-                    &format!("items[{i}].dosage_instructions"),
-                    item.dosage_instructions,
-                    1000,
-                )?,
-            })
-        })
-        .collect()
 }
 
 /// Files a `PENDING` prescription with its lines on the caller's branch.
@@ -107,24 +45,8 @@ pub async fn create(
 ) -> Result<HttpResponse> {
     caller.require(Action::WritePrescriptions)?;
     let branch_id = caller.branch_scope(body.branch_id)?;
-    let new = NewPrescription {
-        branch_id,
-        patient_name: input::required_text(
-            "patient_name",
-            body.patient_name.as_deref().unwrap_or_default(),
-            200,
-        )?,
-        patient_id_number: optional("patient_id_number", body.patient_id_number, 100)?,
-        prescriber_name: optional("prescriber_name", body.prescriber_name, 200)?,
-        prescriber_license: optional("prescriber_license", body.prescriber_license, 100)?,
-        notes: input::multiline("notes", body.notes.as_deref().unwrap_or_default(), 2000)?,
-        items: lines(body.items)?,
-        created_by: caller.user_id,
-    };
-    let mut client = state.pool.get().await?;
-    let tx = client.transaction().await?;
-    let prescription = prescriptions::insert(&tx, new).await?;
-    tx.commit().await?;
+    let new = body.into_new(branch_id, caller.user_id)?;
+    let prescription = moves::record(&state.pool, new).await?;
     Ok(HttpResponse::Created().json(prescription))
 }
 
@@ -176,18 +98,6 @@ pub async fn list(
     Ok(HttpResponse::Ok().json(Paged::new(items, total, page)))
 }
 
-/// A live prescription the caller may see; another branch's reads as 404.
-async fn visible<C: deadpool_postgres::GenericClient + Sync>(
-    c: &C,
-    caller: &Caller,
-    id: Uuid,
-) -> Result<Prescription> {
-    prescriptions::get(c, id)
-        .await?
-        .filter(|p| caller.can_see_branch(p.branch_id))
-        .ok_or_else(|| Error::not_found("Prescription not found"))
-}
-
 /// One prescription with its lines.
 #[utoipa::path(tag = "prescriptions", security(("bearer" = [])),
     params(("id" = String, Path)),
@@ -201,69 +111,12 @@ pub async fn get(
 ) -> Result<HttpResponse> {
     let id = path_id(&id, "Prescription")?;
     let client = state.pool.get().await?;
-    Ok(HttpResponse::Ok().json(visible(&client, &caller, id).await?))
+    Ok(HttpResponse::Ok().json(moves::visible(&client, &caller.acting(), id).await?))
 }
 
-/// Whether any unit was given out against the prescription.
-fn partly_dispensed(p: &Prescription) -> bool {
-    p.items.iter().any(|i| i.dispensed_quantity > 0)
-}
-
-/// Whether `mv` may start from the prescription as it is.
-fn allowed(p: &Prescription, mv: &Move) -> bool {
-    let stays_in_book = matches!(mv, Move::Cancel | Move::Delete) && partly_dispensed(p);
-    mv.allowed_from().contains(&p.status.as_str()) && !stays_in_book
-}
-
-/// The 409 for a move the prescription's current state does not allow.
-fn refused(p: &Prescription, mv: &Move) -> Error {
-    if matches!(mv, Move::Cancel | Move::Delete) && p.status == "PENDING" && partly_dispensed(p) {
-        return Error::conflict(format!(
-            "Medicines were already dispensed against prescription {}: it stays in the \
-             prescription book and cannot be cancelled or deleted.",
-            p.rx_number
-        ));
-    }
-    match mv {
-        Move::Delete => Error::conflict(format!(
-            "Prescription {} was dispensed: it stays in the prescription book and cannot be deleted.",
-            p.rx_number
-        )),
-        Move::Dispense { .. } | Move::Cancel => Error::conflict(format!(
-            "Prescription {} is {}; only a PENDING prescription can be dispensed or cancelled.",
-            p.rx_number, p.status
-        )),
-    }
-}
-
-/// 400 unless the sale is of the prescription's branch and, when it names a
-/// prescription, names this one.
-async fn check_sale<C: deadpool_postgres::GenericClient + Sync>(
-    c: &C,
-    p: &Prescription,
-    sale_id: Uuid,
-) -> Result<()> {
-    let sale = prescriptions::sale_ref(c, sale_id)
-        .await?
-        .filter(|s| s.branch_id == p.branch_id)
-        .ok_or_else(|| {
-            Error::validation(
-                "sale_id",
-                "`sale_id` must name a sale of the prescription's branch.",
-            )
-        })?;
-    match sale.prescription_id {
-        Some(other) if other != p.id => Err(Error::validation(
-            "sale_id",
-            "That sale was made against another prescription.",
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// Runs one move in a transaction: 404 when not visible, 409 when the
-/// conditional update finds the prescription no longer in a status allowing it.
-async fn run_move(
+/// Runs one move as `caller`: the role, then the id, then the domain's
+/// rules (`domain::prescriptions::moves::run_move`).
+async fn run(
     state: &AppState,
     caller: &Caller,
     raw_id: &str,
@@ -271,27 +124,7 @@ async fn run_move(
 ) -> Result<Option<Prescription>> {
     caller.require(Action::WritePrescriptions)?;
     let id = path_id(raw_id, "Prescription")?;
-    let mut client = state.pool.get().await?;
-    let tx = client.transaction().await?;
-    let current = visible(&tx, caller, id).await?;
-    if !allowed(&current, &mv) {
-        return Err(refused(&current, &mv));
-    }
-    if let Move::Dispense { sale_id, .. } = mv {
-        check_sale(&tx, &current, sale_id).await?;
-    }
-    if !prescriptions::apply(&tx, id, mv).await? {
-        // Re-read: a concurrent move may have won since `current` was read.
-        let now = visible(&tx, caller, id).await?;
-        return Err(refused(&now, &mv));
-    }
-    let after = if matches!(mv, Move::Delete) {
-        None
-    } else {
-        Some(visible(&tx, caller, id).await?)
-    };
-    tx.commit().await?;
-    Ok(after)
+    moves::run_move(&state.pool, &caller.acting(), id, mv).await
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -324,7 +157,7 @@ pub async fn dispense(
         sale_id,
         by: caller.user_id,
     };
-    let p = run_move(&state, &caller, &id, mv).await?;
+    let p = run(&state, &caller, &id, mv).await?;
     Ok(HttpResponse::Ok().json(p))
 }
 
@@ -341,7 +174,7 @@ pub async fn cancel(
     caller: Caller,
     id: web::Path<String>,
 ) -> Result<HttpResponse> {
-    let p = run_move(&state, &caller, &id, Move::Cancel).await?;
+    let p = run(&state, &caller, &id, Move::Cancel).await?;
     Ok(HttpResponse::Ok().json(p))
 }
 
@@ -359,6 +192,6 @@ pub async fn delete(
     caller: Caller,
     id: web::Path<String>,
 ) -> Result<HttpResponse> {
-    run_move(&state, &caller, &id, Move::Delete).await?;
+    run(&state, &caller, &id, Move::Delete).await?;
     Ok(HttpResponse::NoContent().finish())
 }

@@ -4,7 +4,7 @@
 //! days up to today, at most 366 days. Admins see every branch, or the one
 //! `branch_id` names; everyone else (branch managers and auditors) its own
 //! branch only, and naming another is 403. Read from the read replica while
-//! it is within its lag bound (`AppState::read_client`).
+//! it is within its lag bound (`domain::reports::connect`).
 
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
@@ -62,7 +62,7 @@ where
 {
     let branch = report_branch(caller, q.branch_id)?;
     let window = DateWindow::optional(day_of(q.from_date), day_of(q.to_date))?;
-    let client = state.read_client().await?;
+    let client = reports::connect(&state.reads()).await?;
     let window: ReportWindow = window.or_last_days(&client, DEFAULT_WINDOW_DAYS).await?;
     run(
         &client,

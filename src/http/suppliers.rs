@@ -8,6 +8,7 @@ use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::error::Problem;
+use domain::suppliers::committed;
 use domain::suppliers::{self, Activity, Supplier, SupplierWrite};
 use domain::{Action, Error, Result};
 
@@ -92,10 +93,7 @@ pub async fn create(
     Json(body): Json<SupplierWrite>,
 ) -> Result<HttpResponse> {
     caller.require(Action::WriteSuppliers)?;
-    let mut client = state.pool.get().await?;
-    let tx = client.transaction().await?;
-    let supplier = suppliers::create(&tx, body, None).await?;
-    tx.commit().await?;
+    let supplier = committed::create(&state.pool, body).await?;
     Ok(HttpResponse::Created().json(supplier))
 }
 
@@ -115,10 +113,7 @@ pub async fn update(
 ) -> Result<HttpResponse> {
     caller.require(Action::WriteSuppliers)?;
     let id = path_id(&id, "Supplier")?;
-    let mut client = state.pool.get().await?;
-    let tx = client.transaction().await?;
-    let supplier = suppliers::edit(&tx, id, body).await?;
-    tx.commit().await?;
+    let supplier = committed::edit(&state.pool, id, body).await?;
     Ok(HttpResponse::Ok().json(supplier))
 }
 
@@ -136,9 +131,6 @@ pub async fn delete(
 ) -> Result<HttpResponse> {
     caller.require(Action::WriteSuppliers)?;
     let id = path_id(&id, "Supplier")?;
-    let mut client = state.pool.get().await?;
-    let tx = client.transaction().await?;
-    suppliers::remove(&tx, id).await?;
-    tx.commit().await?;
+    committed::remove(&state.pool, id).await?;
     Ok(HttpResponse::NoContent().finish())
 }

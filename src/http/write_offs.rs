@@ -195,7 +195,7 @@ pub async fn destruction_register(
 ) -> Result<HttpResponse> {
     let page = paging.resolve(BOOK_PAGE_SIZE)?;
     let (scope, csv) = compliance::scope(&state, &caller, &req, &q).await?;
-    let client = state.read_client().await?;
+    let client = books::connect(&state.reads()).await?;
     if csv {
         let (rows, _) = write_offs::destruction_register(&client, scope, None).await?;
         return compliance::csv_response("destruction-register", &rows);

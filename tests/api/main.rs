@@ -30,6 +30,7 @@ mod fuzz_bodies;
 mod group_writer;
 mod input_controls;
 mod isolation;
+mod layers;
 mod limits;
 mod marketing;
 mod medicines;

@@ -2,6 +2,7 @@
 //! the ledger that explains every movement.
 
 mod balance;
+pub mod committed;
 mod payments;
 mod records;
 

@@ -4,6 +4,7 @@
 //! sync payloads carry.
 
 mod categories;
+pub mod committed;
 mod model;
 mod read;
 mod write;

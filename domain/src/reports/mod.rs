@@ -8,8 +8,18 @@ use rust_decimal::{Decimal, RoundingStrategy};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
+use crate::replica::Reads;
 use crate::window::ReportWindow;
 use crate::Result;
+use deadpool_postgres::Object;
+
+/// A connection for the reports: a report may be a few seconds old, so they
+/// read from the streaming standby while it is within its lag bound, else
+/// from the primary. The API and the console both connect here, so both read
+/// the same place.
+pub async fn connect(reads: &Reads<'_>) -> Result<Object> {
+    reads.standby().await
+}
 
 mod inventory;
 mod pharmacist;

@@ -13,7 +13,9 @@
 //! goes through here), so they stay together.
 
 pub mod count;
+pub mod quarantine;
 pub mod receiving;
+pub mod reorder;
 pub mod transfers;
 
 use chrono::{DateTime, NaiveDate, Utc};

@@ -7,13 +7,14 @@
 use chrono::{DateTime, NaiveDate, Utc};
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio_postgres::Row;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::db;
+use crate::db::{self, Pool};
 use crate::error::{Error, Result};
-use crate::wire;
+use crate::{branches, input, wire, Acting, Registry};
 
 /// Invoice statuses, in the order an invoice moves through them.
 pub const STATUSES: [&str; 3] = ["unpaid", "partial", "paid"];
@@ -318,4 +319,138 @@ fn label(invoice: &SupplierInvoice) -> String {
     } else {
         invoice.invoice_no.clone()
     }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct InvoiceRequest {
+    #[schema(value_type = String, format = Uuid)]
+    pub supplier_id: Option<Uuid>,
+    /// More than 0; a number or a decimal string.
+    #[schema(value_type = f64, minimum = 0)]
+    pub total_amount: Option<Decimal>,
+    /// Default the caller's branch; only admins may name another.
+    #[schema(value_type = Option<String>, format = Uuid)]
+    pub branch_id: Option<Uuid>,
+    pub invoice_no: Option<String>,
+    /// `YYYY-MM-DD`.
+    #[schema(example = "2026-12-31")]
+    pub due_date: Option<String>,
+    pub notes: Option<String>,
+}
+
+/// Records a supplier invoice as `unpaid` for `acting`, on its own branch
+/// or (an admin) the live branch it names.
+pub async fn record(pool: &Pool, acting: &Acting, body: InvoiceRequest) -> Result<SupplierInvoice> {
+    let supplier_id = body
+        .supplier_id
+        .ok_or_else(|| Error::validation("supplier_id", "The field `supplier_id` is required."))?;
+    let total_amount = body.total_amount.ok_or_else(|| {
+        Error::validation("total_amount", "The field `total_amount` is required.")
+    })?;
+    let total_amount = input::positive_amount("total_amount", total_amount)?;
+    let branch_id = acting.branch_scope(body.branch_id)?;
+    let due_date = match body.due_date.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(d) => Some(NaiveDate::parse_from_str(d, "%Y-%m-%d").map_err(|_| {
+            Error::validation("due_date", "`due_date` must be a date as YYYY-MM-DD.")
+        })?),
+    };
+    let invoice_no = input::text("invoice_no", body.invoice_no.as_deref().unwrap_or(""), 100)?;
+    let notes = input::multiline("notes", body.notes.as_deref().unwrap_or(""), 1000)?;
+    let client = pool.get().await?;
+    if body.branch_id.is_some() {
+        branches::get(&client, branch_id)
+            .await?
+            .ok_or_else(|| Error::validation("branch_id", "`branch_id` names no branch."))?;
+    }
+    let new = NewInvoice {
+        supplier_id,
+        branch_id,
+        invoice_no,
+        total_amount,
+        due_date,
+        notes,
+        created_by: acting.user_id,
+    };
+    let invoice = insert(&client, new)
+        .await?
+        .ok_or_else(|| Error::validation("supplier_id", "`supplier_id` names no supplier."))?;
+    Ok(invoice)
+}
+
+/// The status filter of a list: `unpaid`, `partial` or `paid` in any case;
+/// empty means all.
+pub fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
+    let status = match raw.map(str::trim) {
+        None | Some("") => None,
+        Some(s) => {
+            let s = s.to_lowercase();
+            if !STATUSES.contains(&s.as_str()) {
+                return Err(Error::validation(
+                    "status",
+                    "`status` must be `unpaid`, `partial` or `paid`.",
+                ));
+            }
+            Some(s)
+        }
+    };
+    Ok(status)
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SupplierPaymentRequest {
+    /// More than 0 and at most the outstanding balance; a number or a decimal string.
+    #[schema(value_type = f64)]
+    pub amount: Option<Decimal>,
+    /// `cash` (default), `bank_transfer`, `mobile_money`, `cheque` or `card`.
+    pub method: Option<String>,
+    pub reference: Option<String>,
+}
+
+/// Pays (part of) invoice `invoice_id` for `acting`, on the invoice's
+/// branch actor: `unpaid` → `partial` → `paid`. Other branches' invoices
+/// read as missing to a non-admin.
+pub async fn pay(
+    pool: &Pool,
+    registry: &Registry,
+    acting: &Acting,
+    invoice_id: Uuid,
+    body: SupplierPaymentRequest,
+) -> Result<SupplierPaymentReceipt> {
+    let amount = body
+        .amount
+        .ok_or_else(|| Error::validation("amount", "The field `amount` is required."))?;
+    let amount = input::positive_amount("amount", amount)?;
+    let method = match body.method.as_deref().map(str::trim) {
+        None | Some("") => "cash".to_owned(),
+        Some(m) => {
+            let m = m.to_lowercase();
+            if !METHODS.contains(&m.as_str()) {
+                return Err(Error::validation(
+                    "method",
+                    "`method` must be `cash`, `bank_transfer`, `mobile_money`, `cheque` or `card`.",
+                ));
+            }
+            m
+        }
+    };
+    let reference = input::text("reference", body.reference.as_deref().unwrap_or(""), 200)?;
+    let not_found = || Error::not_found("Supplier invoice not found");
+    // Other branches' invoices read as missing to a non-admin.
+    let invoice = {
+        let client = pool.get().await?;
+        get(&client, invoice_id)
+            .await?
+            .filter(|i| acting.can_see_branch(i.branch_id))
+            .ok_or_else(not_found)?
+    };
+    let payment = PaySupplierInvoice {
+        invoice_id,
+        amount,
+        method,
+        reference,
+        user_id: acting.user_id,
+    };
+    let receipt = registry.branch(invoice.branch_id, payment).await?;
+    Ok(receipt)
 }

@@ -1,6 +1,7 @@
 //! Suppliers: the snapshot shape (numbers, 0/1 flags) used on every read,
 //! reads and writes with their sync changes.
 
+pub mod committed;
 pub mod invoices;
 
 use chrono::{DateTime, Utc};

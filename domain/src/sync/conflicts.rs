@@ -14,7 +14,8 @@ use tokio_postgres::Row;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::{db, wire, Error, Result, Role};
+use crate::db::Pool;
+use crate::{db, wire, Acting, Error, Result, Role};
 
 use crate::audit;
 use crate::paging::{self, Page};
@@ -212,6 +213,17 @@ pub enum Strategy {
 }
 
 impl Strategy {
+    /// The strategy a resolution names; 400 naming `strategy` when it is
+    /// missing or none of them.
+    pub fn required(s: Option<&str>) -> Result<Strategy> {
+        s.and_then(Strategy::parse).ok_or_else(|| {
+            Error::validation(
+                "strategy",
+                "`strategy` must be one of last_write_wins, client, server, merge.",
+            )
+        })
+    }
+
     pub fn parse(s: &str) -> Option<Strategy> {
         match s {
             "last_write_wins" => Some(Strategy::LastWriteWins),
@@ -405,4 +417,26 @@ fn merge(
         )));
     }
     Ok(client)
+}
+
+/// Resolves conflict `id` with `strategy` for `acting` in a transaction of
+/// its own (see [`resolve`]).
+pub async fn resolve_one(
+    pool: &Pool,
+    acting: &Acting,
+    id: Uuid,
+    strategy: Strategy,
+) -> Result<Resolution> {
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    let resolution = resolve(
+        &tx,
+        acting.org_id,
+        id,
+        strategy,
+        (acting.user_id, acting.role),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(resolution)
 }

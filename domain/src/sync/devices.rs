@@ -8,7 +8,8 @@ use serde::Serialize;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use crate::{db, wire, Result};
+use crate::db::Pool;
+use crate::{audit, branches, db, input, wire, Acting, Error, Result};
 
 use crate::paging::{self, Page};
 
@@ -184,4 +185,73 @@ pub async fn register<C: GenericClient + Sync>(
         })
         .collect();
     Ok((items, total))
+}
+
+fn not_found() -> Error {
+    Error::not_found("Device not found")
+}
+
+/// Registers a till named `name` on `branch_id` (already the caller's to
+/// name) for `acting`, audited as `device.create`: an unknown or deleted
+/// branch is 400 naming `branch_id`.
+pub async fn register_till(
+    pool: &Pool,
+    acting: &Acting,
+    branch_id: Uuid,
+    name: &str,
+) -> Result<Device> {
+    let name = input::required_text("name", name, 200)?;
+    let mut client = pool.get().await?;
+    if branches::get(&client, branch_id).await?.is_none() {
+        return Err(Error::validation(
+            "branch_id",
+            "There is no such branch (it may have been deleted).",
+        ));
+    }
+    let tx = client.transaction().await?;
+    let device = insert(&tx, branch_id, &name, acting.user_id).await?;
+    audit_device(&tx, acting, "device.create", None, &device).await?;
+    tx.commit().await?;
+    Ok(device)
+}
+
+/// Revokes till `id` for `acting` (403 for another branch's till unless
+/// the caller works on any branch), audited as `device.revoke`. A revoked
+/// till is answered unchanged, with no second audit entry: the row is
+/// locked, so two revocations write one entry between them.
+pub async fn revoke_till(pool: &Pool, acting: &Acting, id: Uuid) -> Result<Device> {
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    let before = lock(&tx, id).await?.ok_or_else(not_found)?;
+    acting.branch_scope(Some(before.branch_id))?;
+    if before.is_revoked() {
+        return Ok(before);
+    }
+    let after = revoke(&tx, id).await?.ok_or_else(not_found)?;
+    audit_device(&tx, acting, "device.revoke", Some(&before), &after).await?;
+    tx.commit().await?;
+    Ok(after)
+}
+
+async fn audit_device<C: GenericClient + Sync>(
+    tx: &C,
+    acting: &Acting,
+    action: &str,
+    before: Option<&Device>,
+    after: &Device,
+) -> Result<()> {
+    let json = |d: &Device| serde_json::to_value(d).map_err(Error::internal);
+    audit::write_for(
+        tx,
+        Some(after.branch_id),
+        audit::Entry {
+            actor_id: Some(acting.user_id),
+            action,
+            entity_type: "device",
+            entity_id: after.id.to_string(),
+            before: before.map(json).transpose()?,
+            after: Some(json(after)?),
+        },
+    )
+    .await
 }

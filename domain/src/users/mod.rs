@@ -1,8 +1,11 @@
 //! Users: the snapshot User shape (never the password hash), reads and writes.
 
 pub mod console_sessions;
+pub mod manage;
+pub mod passwords;
 pub mod rate_limits;
 pub mod sessions;
+pub mod sign_in;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;

@@ -10,7 +10,7 @@ use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::error::Problem;
 use domain::sync::conflicts::{self, Conflict, Resolution, Strategy};
-use domain::{Action, Error, Result};
+use domain::{Action, Result};
 
 use actix_web::{get, post};
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -67,32 +67,15 @@ pub async fn resolve(
     Ok(HttpResponse::Ok().json(resolution))
 }
 
-/// Resolves conflict `raw_id` with `strategy` as `caller` (the API and the
-/// console both resolve through here).
-pub async fn resolve_as(
+/// Resolves conflict `raw_id` with `strategy` as `caller`.
+async fn resolve_as(
     state: &AppState,
     caller: &Caller,
     raw_id: &str,
     strategy: Option<&str>,
 ) -> Result<Resolution> {
     caller.require(Action::ResolveConflicts)?;
-    let strategy = strategy.and_then(Strategy::parse).ok_or_else(|| {
-        Error::validation(
-            "strategy",
-            "`strategy` must be one of last_write_wins, client, server, merge.",
-        )
-    })?;
+    let strategy = Strategy::required(strategy)?;
     let id = path_id(raw_id, "Conflict")?;
-    let mut client = state.pool.get().await?;
-    let tx = client.transaction().await?;
-    let resolution = conflicts::resolve(
-        &tx,
-        caller.org_id,
-        id,
-        strategy,
-        (caller.user_id, caller.role),
-    )
-    .await?;
-    tx.commit().await?;
-    Ok(resolution)
+    conflicts::resolve_one(&state.pool, &caller.acting(), id, strategy).await
 }

@@ -332,7 +332,9 @@ impl Serializer for CellSer {
 // Tests fail loudly by design.
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use super::*;
+    use std::borrow::Cow;
+
+    use super::{neutralise, to_csv};
 
     #[test]
     fn every_formula_trigger_is_quoted() {

@@ -15,6 +15,8 @@ use crate::error::{Error, Result};
 use crate::sync::changes::{self, Change, Op};
 use crate::wire;
 
+pub mod manage;
+
 /// The snapshot Coupon shape (numbers, 0/1 flags), plus `rev`.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Coupon {

@@ -5,7 +5,7 @@ use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
 
-use domain::{Error, Result};
+use crate::{Error, Result};
 
 pub const MIN_PASSWORD_LEN: usize = 8;
 
@@ -73,7 +73,8 @@ pub fn validate_new_as(password: &str, field: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{validate_new, validate_new_as};
+    use crate::{Error, Result};
 
     fn field_of(r: Result<()>) -> Option<String> {
         match r {

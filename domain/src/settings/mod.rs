@@ -12,6 +12,8 @@ use uuid::Uuid;
 
 use crate::{db, wire, Result};
 
+pub mod write;
+
 /// `name` when none is given: the service's own name.
 pub const SERVICE_NAME: &str = "Pharmacy Operations Service";
 

@@ -18,6 +18,8 @@ use crate::{db, wire, Error, Result};
 
 use crate::paging::{self, Page};
 
+pub mod writes;
+
 /// Column values of a write, already validated.
 pub type Fields = Vec<(&'static str, sea_query::Value)>;
 

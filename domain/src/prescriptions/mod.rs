@@ -17,6 +17,9 @@ use crate::{db, wire, Error, Result};
 
 use crate::paging::{self, Page};
 
+pub mod moves;
+pub mod request;
+
 pub const STATUSES: [&str; 3] = ["PENDING", "DISPENSED", "CANCELLED"];
 
 /// One line of a prescription, joined to its medicine.

@@ -10,7 +10,7 @@
 //! One file per page area: [`session`] (sign-in, sign-out, the session and
 //! form-token extractors), [`dashboard`], [`reports`], [`books`], [`sync`]
 //! (conflicts and devices), [`approvals`], [`operations`], [`people`]
-//! (users, branches, settings) and [`audit`]; [`charts`] draws the SVG
+//! (users, branches), [`settings`] and [`audit`]; [`charts`] draws the SVG
 //! charts and [`table`] the tables that are also the CSV downloads.
 
 pub mod approvals;
@@ -22,6 +22,7 @@ pub mod operations;
 pub mod people;
 pub mod reports;
 pub mod session;
+pub mod settings;
 pub mod sync;
 pub mod table;
 
@@ -88,6 +89,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(approvals::configure)
             .configure(operations::configure)
             .configure(people::configure)
+            .configure(settings::configure)
             .configure(audit::configure)
             .default_service(web::to(not_found)),
     );

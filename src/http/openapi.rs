@@ -215,6 +215,11 @@ fn any_case(words: &[&str]) -> String {
     format!("^\\s*({})\\s*$", alternatives.join("|"))
 }
 
+/// A pattern matching exactly one of `words`, nothing around it.
+fn exactly(words: &[&str]) -> String {
+    format!("^({})$", words.join("|"))
+}
+
 /// A pattern matching exactly `words`, surrounded by optional blanks.
 fn trimmed(words: &[&str]) -> String {
     format!("^\\s*({})\\s*$", words.join("|"))
@@ -222,6 +227,8 @@ fn trimmed(words: &[&str]) -> String {
 
 impl Modify for RequestRules {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use crate::http::stockcount;
+        use domain::{coupons, input, prescriptions, printing, sales, stock};
         use serde_json::{json, Value};
 
         const NON_BLANK: &str = "\\S";
@@ -229,27 +236,27 @@ impl Modify for RequestRules {
             (
                 "SaleRequest",
                 "payment_method",
-                json!({"pattern": any_case(&["cash", "card", "mobile_money", "credit"])}),
+                json!({"pattern": any_case(&sales::PAYMENT_METHODS)}),
             ),
             (
                 "SaleRequest",
                 "items",
-                json!({"minItems": 1, "maxItems": 200}),
+                json!({"minItems": 1, "maxItems": sales::MAX_LINES}),
             ),
             (
                 "SaleLineRequest",
                 "quantity",
-                json!({"type": "integer", "minimum": 1, "maximum": 1_000_000}),
+                json!({"type": "integer", "minimum": 1, "maximum": input::MAX_QUANTITY}),
             ),
             (
                 "CountRequest",
                 "items",
-                json!({"minItems": 1, "maxItems": 2000}),
+                json!({"minItems": 1, "maxItems": stockcount::MAX_ITEMS}),
             ),
             (
                 "PrescriptionCreate",
                 "items",
-                json!({"minItems": 1, "maxItems": 100}),
+                json!({"minItems": 1, "maxItems": prescriptions::request::MAX_ITEMS}),
             ),
             (
                 "PrescriptionCreate",
@@ -259,17 +266,17 @@ impl Modify for RequestRules {
             (
                 "PrescriptionItemWrite",
                 "quantity",
-                json!({"type": "integer", "minimum": 1, "maximum": 1_000_000}),
+                json!({"type": "integer", "minimum": 1, "maximum": input::MAX_QUANTITY}),
             ),
             (
                 "TransferCreate",
                 "qty",
-                json!({"type": "integer", "minimum": 1, "maximum": 1_000_000}),
+                json!({"type": "integer", "minimum": 1, "maximum": input::MAX_QUANTITY}),
             ),
             (
                 "PurchaseRequest",
                 "batch_number",
-                json!({"pattern": NON_BLANK, "maxLength": 100}),
+                json!({"pattern": NON_BLANK, "maxLength": input::max::LABEL}),
             ),
             ("ApprovalCreate", "kind", json!({"pattern": NON_BLANK})),
             (
@@ -284,7 +291,7 @@ impl Modify for RequestRules {
             (
                 "CouponCreate",
                 "discount_type",
-                json!({"pattern": any_case(&["percentage", "fixed"])}),
+                json!({"pattern": any_case(&coupons::manage::DISCOUNT_TYPES)}),
             ),
             (
                 "CouponCreate",
@@ -298,18 +305,18 @@ impl Modify for RequestRules {
             (
                 "PrinterWrite",
                 "kind",
-                json!({"pattern": trimmed(&["receipt_80mm", "receipt_58mm", "a4_invoice", "label", "report"])}),
+                json!({"pattern": trimmed(printing::writes::PRINTER_KINDS)}),
             ),
             (
                 "PrinterWrite",
                 "connection",
-                json!({"pattern": trimmed(&["browser"])}),
+                json!({"pattern": trimmed(printing::writes::PRINTER_CONNECTIONS)}),
             ),
             ("TemplateWrite", "name", json!({"pattern": NON_BLANK})),
             (
                 "QuarantineRequest",
                 "status",
-                json!({"pattern": any_case(&["quarantined", "active", "recalled"])}),
+                json!({"pattern": exactly(&stock::quarantine::REGULATOR_STATUSES)}),
             ),
             ("PaymentRequest", "amount", json!({"exclusiveMinimum": 0})),
             (

@@ -24,7 +24,8 @@ pub fn configure(cfg: &mut ServiceConfig) {
 }
 
 /// Lines one count may carry.
-const MAX_ITEMS: usize = 2000;
+/// Most lines one stock count may carry.
+pub const MAX_ITEMS: usize = 2000;
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CountRequest {

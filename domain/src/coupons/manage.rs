@@ -15,6 +15,9 @@ use crate::db::{self, Pool};
 use crate::paging::Page;
 use crate::{input, wire, Error, Result};
 
+/// How a coupon discounts: a percentage of the line, or a fixed amount.
+pub const DISCOUNT_TYPES: [&str; 2] = ["percentage", "fixed"];
+
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CouponCreate {
     /// Stored trimmed and uppercased; unique.
@@ -142,7 +145,7 @@ async fn validate<C: GenericClient + Sync>(
     }
     .unwrap_or_else(|| "promotional".to_owned());
     let discount_type = body.discount_type.trim().to_lowercase();
-    if discount_type != "percentage" && discount_type != "fixed" {
+    if !DISCOUNT_TYPES.contains(&discount_type.as_str()) {
         return Err(Error::validation(
             "discount_type",
             "`discount_type` must be `percentage` or `fixed`.",

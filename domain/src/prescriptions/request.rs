@@ -9,7 +9,8 @@ use super::{NewItem, NewPrescription};
 use crate::{input, Error, Result};
 
 /// Most lines one prescription may carry.
-const MAX_ITEMS: usize = 100;
+/// Most lines one prescription may list.
+pub const MAX_ITEMS: usize = 100;
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct PrescriptionItemWrite {

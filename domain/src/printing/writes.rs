@@ -11,7 +11,9 @@ use crate::db::Pool;
 use crate::input::{self, Flag};
 use crate::{branches, settings, Acting, Error, Result};
 
-const PRINTER_KINDS: &[&str] = &[
+/// How a printer is reached: the browser prints for the till.
+pub const PRINTER_CONNECTIONS: &[&str] = &["browser"];
+pub const PRINTER_KINDS: &[&str] = &[
     "receipt_80mm",
     "receipt_58mm",
     "a4_invoice",
@@ -113,7 +115,10 @@ fn printer_fields(body: &PrinterWrite) -> Result<Fields> {
         f.push(("kick_drawer", v.into()));
     }
     if let Some(v) = &body.connection {
-        f.push(("connection", one_of("connection", v, &["browser"])?.into()));
+        f.push((
+            "connection",
+            one_of("connection", v, PRINTER_CONNECTIONS)?.into(),
+        ));
     }
     Ok(f)
 }

@@ -14,7 +14,7 @@ use crate::users::sessions::Signer;
 
 pub const PAYMENT_METHODS: [&str; 4] = ["cash", "card", "mobile_money", "credit"];
 
-pub(super) const MAX_LINES: usize = 200;
+pub const MAX_LINES: usize = 200;
 
 /// A sale as a client sends it (REST body or push payload).
 #[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]

@@ -566,11 +566,7 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
                 for _ in 0..rng.gen_range(1..4) {
                     let (medicine_id, _, rx) = catalogue[rng.gen_range(0..catalogue.len())];
                     if !rx && lines.iter().all(|l| l.medicine_id != medicine_id) {
-                        lines.push(Line {
-                            medicine_id,
-                            quantity: rng.gen_range(1..4),
-                            unit_price: None,
-                        });
+                        lines.push(Line::loose(medicine_id, rng.gen_range(1..4), None));
                     }
                 }
                 if lines.is_empty() {

@@ -74,6 +74,8 @@ codes! {
         "A return asks for more units of a sale line than are left to return (sold minus already returned or awaiting approval); the message names what is left.";
     InvalidBarcode => "invalid_barcode", 400,
         "A scanned code cannot be read: a bad check digit, an unknown Application Identifier, a date that does not exist, a field too long; the message says what and at which character.";
+    BatchNotSellable => "batch_not_sellable", 400,
+        "A scanned code names a batch of this branch that may not be sold (expired, quarantined or recalled); the message says which and why.";
     RefundToAccount => "refund_to_account", 400,
         "A return of a sale made on credit must be refunded to the customer's account (`refund_method: credit`) while the customer still owes at least the refund; the message names both figures.";
     Unauthenticated => "unauthenticated", 401,
@@ -92,6 +94,8 @@ codes! {
         "The record's state does not allow this move, a unique value is already taken, or a mutation id was reused with another body.";
     GtinTaken => "gtin_taken", 409,
         "The GTIN already names another medicine or pack (a GTIN names one product); the message names the holder.";
+    SerialAlreadyDispensed => "serial_already_dispensed", 409,
+        "The pack's serial (one GTIN's serial is dispensed once in the organisation) was already sold and not returned to stock; the message names the sale that took it.";
     PayloadTooLarge => "payload_too_large", 413,
         "The body or the batch is over its size limit; split it.";
     RateLimited => "rate_limited", 429,
@@ -162,12 +166,16 @@ pub enum Error {
 }
 
 impl Error {
-    /// A sale or change the rules refuse (400, 403, 404): it is answered,
+    /// A sale or change the rules refuse (400, 403, 404, or a coded 409 such
+    /// as a serial already dispensed): it is answered,
     /// and work sharing its transaction goes on.
     pub fn is_refusal(&self) -> bool {
         matches!(
             self,
-            Error::Validation { .. } | Error::NotFound(_) | Error::Forbidden(_)
+            Error::Validation { .. }
+                | Error::Coded { .. }
+                | Error::NotFound(_)
+                | Error::Forbidden(_)
         )
     }
 

@@ -61,16 +61,16 @@ struct Read {
     serial: Option<String>,
 }
 
-fn invalid(e: &gs1::Malformed) -> Error {
+fn invalid(field: &str, e: &gs1::Malformed) -> Error {
     Error::rule(
         Code::InvalidBarcode,
-        "code",
+        field,
         format!("The code cannot be read: {e}."),
     )
 }
 
-fn read(code: &str, today: NaiveDate) -> Result<Read> {
-    let scanned = gs1::read(code, gs1::this_year(today)).map_err(|e| invalid(&e))?;
+fn read(code: &str, field: &str, today: NaiveDate) -> Result<Read> {
+    let scanned = gs1::read(code, gs1::this_year(today)).map_err(|e| invalid(field, &e))?;
     Ok(match scanned {
         Scanned::Gs1(e) => Read {
             gtin: e.gtin(),
@@ -101,6 +101,7 @@ async fn product<C: GenericClient + Sync>(
     c: &C,
     r: &Read,
     code: &str,
+    field: &str,
 ) -> Result<(Uuid, Option<Uuid>)> {
     if let Some(g) = &r.gtin {
         let gtin = g.to_string();
@@ -115,7 +116,7 @@ async fn product<C: GenericClient + Sync>(
             .ok_or_else(|| {
                 Error::coded(
                     Code::UnknownGtin,
-                    Some("code"),
+                    Some(field),
                     format!("GTIN {gtin} names no medicine or pack."),
                 )
             });
@@ -131,12 +132,12 @@ async fn product<C: GenericClient + Sync>(
         Some(row) => Ok((row.get(0), None)),
         None if gs1::gtin_shaped(&text) => Err(Error::rule(
             Code::InvalidBarcode,
-            "code",
+            field,
             format!("The code cannot be read: {code} is not a GTIN (its check digit is wrong)."),
         )),
         None => Err(Error::coded(
             Code::UnknownGtin,
-            Some("code"),
+            Some(field),
             "The code names no medicine: it is no GTIN and no medicine's barcode.",
         )),
     }
@@ -149,13 +150,9 @@ pub async fn scan<C: GenericClient + Sync>(
     code: &str,
     branch_id: Uuid,
 ) -> Result<ScanResult> {
-    let q = sea_query::raw_query!(PostgresQueryBuilder, "SELECT org_today()");
-    let today: NaiveDate = db::raw_opt(c, &q.sql, q.values)
-        .await?
-        .map(|r| r.get(0))
-        .ok_or_else(|| Error::internal("org_today() answered no row"))?;
-    let r = read(code, today)?;
-    let (medicine_id, pack_id) = product(c, &r, code).await?;
+    let today = org_today(c).await?;
+    let r = read(code, "code", today)?;
+    let (medicine_id, pack_id) = product(c, &r, code, "code").await?;
     let medicine = medicines::get(c, medicine_id, Some(branch_id)).await?;
     let pack = match pack_id {
         Some(p) => packs::get(c, medicine_id, p).await?,
@@ -179,9 +176,51 @@ pub async fn scan<C: GenericClient + Sync>(
     })
 }
 
+/// Today in the organisation's time zone.
+async fn org_today<C: GenericClient + Sync>(c: &C) -> Result<NaiveDate> {
+    let q = sea_query::raw_query!(PostgresQueryBuilder, "SELECT org_today()");
+    db::raw_opt(c, &q.sql, q.values)
+        .await?
+        .map(|r| r.get(0))
+        .ok_or_else(|| Error::internal("org_today() answered no row"))
+}
+
+/// What a code names, looked up, for a use case that acts on it (a sale
+/// line, a receipt): the product and what the code says of the pack in
+/// hand. Errors name `field`.
+#[derive(Debug, Clone)]
+pub struct Named {
+    /// The GTIN as 14 digits (none for an in-house barcode).
+    pub gtin: Option<String>,
+    pub medicine_id: Uuid,
+    pub pack_id: Option<Uuid>,
+    pub batch_number: Option<String>,
+    pub expiry: Option<NaiveDate>,
+    pub serial: Option<String>,
+    /// Today in the organisation's time zone.
+    pub today: NaiveDate,
+}
+
+/// Reads `code` and looks up what it names: 400 `invalid_barcode` when it
+/// cannot be read, `unknown_gtin` when nothing holds its GTIN or barcode.
+pub async fn name<C: GenericClient + Sync>(c: &C, code: &str, field: &str) -> Result<Named> {
+    let today = org_today(c).await?;
+    let r = read(code, field, today)?;
+    let (medicine_id, pack_id) = product(c, &r, code, field).await?;
+    Ok(Named {
+        gtin: r.gtin.map(|g| g.to_string()),
+        medicine_id,
+        pack_id,
+        batch_number: r.batch_number,
+        expiry: r.expiry,
+        serial: r.serial,
+        today,
+    })
+}
+
 /// The branch's live batch of the medicine with this number (the latest
 /// received when the number was received twice).
-async fn batch<C: GenericClient + Sync>(
+pub async fn batch<C: GenericClient + Sync>(
     c: &C,
     branch_id: Uuid,
     medicine_id: Uuid,

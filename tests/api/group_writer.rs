@@ -127,13 +127,14 @@ fn random_op(rng: &mut StdRng, w: &World, n: usize) -> Op {
         return Op::Payment(customer, Decimal::from(rng.gen_range(1..2500)));
     }
     let mut lines: Vec<Line> = (0..rng.gen_range(1..=3))
-        .map(|_| Line {
-            medicine_id: w.medicines[rng.gen_range(0..w.medicines.len())],
-            quantity: rng.gen_range(1..=4),
-            // Sometimes below the selling price (an override).
-            unit_price: rng
-                .gen_ratio(1, 6)
-                .then(|| Decimal::from(rng.gen_range(50..300))),
+        .map(|_| {
+            Line::loose(
+                w.medicines[rng.gen_range(0..w.medicines.len())],
+                rng.gen_range(1..=4),
+                // Sometimes below the selling price (an override).
+                rng.gen_ratio(1, 6)
+                    .then(|| Decimal::from(rng.gen_range(50..300))),
+            )
         })
         .collect();
     let mut sale = NewSale {
@@ -168,11 +169,7 @@ fn random_op(rng: &mut StdRng, w: &World, n: usize) -> Op {
         2 => sale.customer_id = Some(w.customers[0]),
         3 => sale.customer_id = Some(Uuid::now_v7()),
         4 => {
-            lines = vec![Line {
-                medicine_id: w.controlled,
-                quantity: rng.gen_range(1..=2),
-                unit_price: None,
-            }];
+            lines = vec![Line::loose(w.controlled, rng.gen_range(1..=2), None)];
             if rng.gen_ratio(2, 3) {
                 sale.prescription_id = Some(w.prescription);
             }

@@ -38,6 +38,7 @@ mod migrations;
 mod openapi_contract;
 mod operations;
 mod ops_actors;
+mod pack_sales;
 mod packs;
 mod prescription_controls;
 mod prescriptions;

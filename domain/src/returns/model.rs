@@ -256,8 +256,13 @@ pub struct CreditNoteItem {
     pub medicine_name: String,
     #[schema(value_type = String)]
     pub batch_id: Uuid,
+    /// Packs for a line sold by the pack, else base units.
     pub quantity: i32,
-    /// The sale line's unit price.
+    /// Base units in one of what `quantity` counts (1 for loose units).
+    pub pack_units: i32,
+    /// Base units taken back: `quantity × pack_units`.
+    pub base_quantity: i32,
+    /// The sale line's unit price (per pack for a pack line).
     #[serde(serialize_with = "wire::money_str")]
     #[schema(value_type = String)]
     pub unit_price: Decimal,
@@ -456,6 +461,8 @@ mod tests {
                 medicine_name: String::new(),
                 batch_id: id("01958a3c-0000-7000-8000-0000000000ba"),
                 quantity: 2,
+                pack_units: 1,
+                base_quantity: 2,
                 unit_price: d("590"),
                 vat_rate: 18,
                 vat_amount: d("180"),

@@ -62,13 +62,18 @@ fn note_from_row(r: &Row) -> CreditNote {
 
 fn item_from_row(r: &Row) -> CreditNoteItem {
     let rate: Decimal = r.get("vat_rate");
+    // Stored in base units; answered in what the sale line counted.
+    let base: i32 = r.get("quantity");
+    let units: i32 = r.get("pack_units");
     CreditNoteItem {
         id: r.get("id"),
         sale_item_id: r.get("sale_item_id"),
         medicine_id: r.get("medicine_id"),
         medicine_name: r.get("medicine_name"),
         batch_id: r.get("batch_id"),
-        quantity: r.get("quantity"),
+        quantity: base / Ord::max(units, 1),
+        pack_units: units,
+        base_quantity: base,
         unit_price: r.get("unit_price"),
         vat_rate: percent(rate),
         vat_amount: r.get("vat_amount"),

@@ -57,7 +57,10 @@ struct LockedLine {
     line_no: i32,
     medicine_id: Uuid,
     batch_id: Uuid,
+    /// Base units sold.
     quantity: i32,
+    /// Base units per pack sold (1 for loose units).
+    pack_units: i32,
     unit_price: Decimal,
     line_total: Decimal,
     vat_rate: Decimal,
@@ -84,7 +87,7 @@ async fn lock_lines<C: GenericClient + Sync>(
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
         r#"SELECT i.id, i.sale_id, i.line_no, i.medicine_id, i.batch_id, i.quantity,
-                  i.returned_quantity, i.unit_price, i.line_total, i.vat_rate, i.vat_amount,
+                  i.pack_units, i.returned_quantity, i.unit_price, i.line_total, i.vat_rate, i.vat_amount,
                   coalesce(h.total, 0) AS held_total, coalesce(h.vat, 0) AS held_vat
            FROM sale_items i
            LEFT JOIN (SELECT ri.sale_item_id, sum(ri.line_total) AS total, sum(ri.vat_amount) AS vat
@@ -103,6 +106,7 @@ async fn lock_lines<C: GenericClient + Sync>(
                 medicine_id: r.get("medicine_id"),
                 batch_id: r.get("batch_id"),
                 quantity: r.get("quantity"),
+                pack_units: r.get("pack_units"),
                 unit_price: r.get("unit_price"),
                 line_total: r.get("line_total"),
                 vat_rate: r.get("vat_rate"),
@@ -123,7 +127,9 @@ struct Priced {
     sale_item_id: Uuid,
     medicine_id: Uuid,
     batch_id: Uuid,
+    /// Base units.
     quantity: i32,
+    pack_units: i32,
     unit_price: Decimal,
     vat_rate: Decimal,
     vat_amount: Decimal,
@@ -152,8 +158,11 @@ pub async fn file<C: GenericClient + Sync>(tx: &C, r: &NewReturn) -> Result<Cred
                     "This is not a line of the sale.",
                 )
             })?;
+        // A line sold by the pack returns packs; the sums run in base units.
+        let units = Ord::max(line.pack_units, 1);
+        let wanted = l.quantity.saturating_mul(units);
         let left = line.quantity - line.held.units;
-        if l.quantity > left {
+        if wanted > left {
             return Err(Error::rule(
                 Code::ReturnExceedsSold,
                 format!("items[{i}].quantity"),
@@ -161,9 +170,9 @@ pub async fn file<C: GenericClient + Sync>(tx: &C, r: &NewReturn) -> Result<Cred
                     "Line {} of the sale sold {} and has {} returned or awaiting approval: \
                      at most {} can still be returned, not {}.",
                     line.line_no + 1,
-                    line.quantity,
-                    line.held.units,
-                    left,
+                    line.quantity / units,
+                    line.held.units / units,
+                    left / units,
                     l.quantity
                 ),
             ));
@@ -173,13 +182,14 @@ pub async fn file<C: GenericClient + Sync>(tx: &C, r: &NewReturn) -> Result<Cred
             line.vat_amount,
             line.quantity,
             line.held,
-            l.quantity,
+            wanted,
         );
         priced.push(Priced {
             sale_item_id: l.sale_item_id,
             medicine_id: line.medicine_id,
             batch_id: line.batch_id,
-            quantity: l.quantity,
+            quantity: wanted,
+            pack_units: units,
             unit_price: line.unit_price,
             vat_rate: line.vat_rate,
             vat_amount,
@@ -272,6 +282,7 @@ pub async fn file<C: GenericClient + Sync>(tx: &C, r: &NewReturn) -> Result<Cred
             "vat_amount",
             "line_total",
             "restocked",
+            "pack_units",
         ])
         .to_owned();
     for (n, p) in priced.iter().enumerate() {
@@ -288,6 +299,7 @@ pub async fn file<C: GenericClient + Sync>(tx: &C, r: &NewReturn) -> Result<Cred
             p.vat_amount.into(),
             p.line_total.into(),
             r.restock.into(),
+            p.pack_units.into(),
         ]);
     }
     // The lines are locked and were checked: every one takes its units.
@@ -358,6 +370,18 @@ async fn bump_counter<C: GenericClient + Sync>(tx: &C, branch_id: Uuid) -> Resul
     })
 }
 
+/// Releases the serials the restocked lines had dispensed (the rows stay,
+/// as history, with the return that released them).
+fn release_serials_stmt(return_id: Uuid, items: &[CreditNoteItem]) -> Stmt {
+    let lines: Vec<Uuid> = items.iter().map(|i| i.sale_item_id).collect();
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"UPDATE dispensed_serials SET released_at = now(), released_by = {return_id}
+           WHERE sale_item_id = ANY({lines}) AND released_at IS NULL"#
+    );
+    Stmt::raw(q.sql, q.values)
+}
+
 /// Locks a return and checks it still waits (409 otherwise).
 async fn lock_pending<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<()> {
     let q = Query::select()
@@ -399,7 +423,7 @@ pub async fn issue<C: GenericClient + Sync>(tx: &C, id: Uuid, issuer: Uuid) -> R
                 .items
                 .iter()
                 .filter(|i| i.batch_id == batch.batch_id)
-                .map(|i| i.quantity)
+                .map(|i| i.base_quantity)
                 .sum();
             let back = Movement {
                 batch_id: batch.batch_id,
@@ -477,6 +501,10 @@ pub async fn issue<C: GenericClient + Sync>(tx: &C, id: Uuid, issuer: Uuid) -> R
             .filter(|i| i.is_controlled)
             .map(|i| register_stmt(&note, i, issuer, issued_at)),
     );
+    if note.restock {
+        // A pack back on the shelf may be sold again: its serial is free.
+        writes.push(release_serials_stmt(id, &note.items));
+    }
     let change = Change {
         entity: "credit_note",
         entity_id: id.to_string(),
@@ -503,7 +531,7 @@ fn register_stmt(
 ) -> Stmt {
     let (row_id, sale_id, branch_id, note_id) =
         (Uuid::now_v7(), note.sale_id, note.branch_id, note.id);
-    let (medicine_id, quantity) = (item.medicine_id, -item.quantity);
+    let (medicine_id, quantity) = (item.medicine_id, -item.base_quantity);
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
         r#"INSERT INTO controlled_dispenses (id, sale_id, branch_id, medicine_id, quantity,

@@ -36,7 +36,7 @@ pub fn canonical(s: &Sale, created_at: DateTime<Utc>) -> String {
     );
     for i in &s.items {
         out.push_str(&format!(
-            "{}|{}|{}|{}|{}|{}|{}\n",
+            "{}|{}|{}|{}|{}|{}|{}",
             i.medicine_id,
             i.batch_id,
             i.quantity,
@@ -45,6 +45,18 @@ pub fn canonical(s: &Sale, created_at: DateTime<Utc>) -> String {
             wire::two_places(i.line_total),
             wire::two_places(i.vat_amount),
         ));
+        // A line of loose units hashes as it always has; a pack or a
+        // serial adds what the line counted and which pack it was.
+        if i.pack_id.is_some() || i.serial.is_some() {
+            out.push_str(&format!(
+                "|{}|{}|{}|{}",
+                opt(i.pack_id),
+                i.pack_units,
+                i.gtin.as_deref().unwrap_or_default(),
+                i.serial.as_deref().unwrap_or_default(),
+            ));
+        }
+        out.push('\n');
     }
     out
 }

@@ -55,10 +55,14 @@ struct Locked {
 }
 
 /// Whether the group writer can plan this sale on its own: anything that
-/// may still be refused while writing (a coupon, credit) or that locks a
-/// prescription goes through the one-sale path.
+/// may still be refused while writing (a coupon, credit, a scanned serial),
+/// that locks a prescription or that must read a scanned code first goes
+/// through the one-sale path.
 pub(crate) fn is_plain(sale: &NewSale) -> bool {
-    sale.coupon_code.is_none() && sale.prescription_id.is_none() && sale.payment_method != "credit"
+    sale.coupon_code.is_none()
+        && sale.prescription_id.is_none()
+        && sale.payment_method != "credit"
+        && sale.lines.iter().all(|l| l.scan.is_none())
 }
 
 /// Makes a run of plain sales of one branch inside `tx`. The outer error

@@ -63,7 +63,25 @@ pub struct SaleItem {
     pub medicine_name: String,
     #[schema(value_type = String)]
     pub batch_id: Uuid,
+    /// Packs for a line sold by the pack, else base units.
     pub quantity: i32,
+    /// The pack sold (null for loose units).
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub pack_id: Option<Uuid>,
+    /// Base units in one of what `quantity` counts (1 for loose units).
+    #[serde(default = "one")]
+    pub pack_units: i32,
+    /// Base units that left the batch: `quantity × pack_units`.
+    #[serde(default)]
+    pub base_quantity: i32,
+    /// The serial of the scanned pack (null when none was scanned).
+    #[serde(default)]
+    pub serial: Option<String>,
+    /// The GTIN (14 digits) the serial belongs to.
+    #[serde(default)]
+    pub gtin: Option<String>,
+    /// Per pack for a pack line, else per base unit.
     #[serde(with = "rust_decimal::serde::str")]
     #[schema(value_type = String)]
     pub unit_price: Decimal,
@@ -82,6 +100,10 @@ pub struct SaleItem {
     #[serde(with = "rust_decimal::serde::str")]
     #[schema(value_type = String)]
     pub cost_at_sale: Decimal,
+}
+
+fn one() -> i32 {
+    1
 }
 
 /// Timestamps of sales keep microseconds on the wire: the invoice hash

@@ -1,6 +1,7 @@
 //! Planning a sale: the reads and locks, FEFO picks, prices, VAT and coupons,
 //! and every refusal, before anything is written.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use chrono::{DateTime, SubsecRound, Utc};
@@ -11,13 +12,14 @@ use uuid::Uuid;
 
 use super::model::SaleItem;
 use super::prescription::{prescription, Dispense};
-use super::request::NewSale;
+use super::request::{Line, NewSale, Scanned};
 use super::write::user_name;
 use crate::coupons::{self, Coupon};
 use crate::customers;
 use crate::db;
 use crate::error::{Code, Error, Result};
 use crate::role::Action;
+use crate::scan;
 use crate::stock;
 use crate::wire;
 
@@ -30,8 +32,42 @@ pub(super) struct Product {
     pub(super) requires_prescription: bool,
     pub(super) is_controlled: bool,
     pub(super) category: Option<String>,
+    /// Its active packs.
+    pub(super) packs: Vec<SalePack>,
 }
 
+/// An active pack as a sale needs it.
+pub(super) struct SalePack {
+    pub(super) id: Uuid,
+    pub(super) name: String,
+    pub(super) units: i32,
+    /// The pack's own price, or `units ×` the medicine's selling price.
+    pub(super) price: Decimal,
+    pub(super) is_sellable: bool,
+}
+
+impl Product {
+    pub(super) fn pack(&self, id: Uuid) -> Option<&SalePack> {
+        self.packs.iter().find(|p| p.id == id)
+    }
+
+    /// Base units in one of what the line counts (1 for loose units).
+    pub(super) fn units_of(&self, line: &Line) -> i32 {
+        line.pack_id
+            .and_then(|id| self.pack(id))
+            .map_or(1, |p| p.units)
+    }
+
+    /// What one of what the line counts costs before any override.
+    pub(super) fn list_price(&self, line: &Line) -> Decimal {
+        line.pack_id
+            .and_then(|id| self.pack(id))
+            .map_or(self.selling_price, |p| p.price)
+    }
+}
+
+/// The active medicines `ids` with their active packs: two statements,
+/// pipelined.
 pub(super) async fn products<C: GenericClient + Sync>(
     c: &C,
     ids: &[Uuid],
@@ -43,8 +79,16 @@ pub(super) async fn products<C: GenericClient + Sync>(
                   is_controlled, category
            FROM medicines WHERE id = ANY({ids}) AND is_active AND NOT is_deleted"#
     );
-    let rows = db::raw_all(c, &q.sql, q.values).await?;
-    Ok(rows
+    let p = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT id, medicine_id, name, units, selling_price, is_sellable FROM medicine_packs
+           WHERE medicine_id = ANY({ids}) AND is_active AND NOT is_deleted"#
+    );
+    let (rows, pack_rows) = futures_util::try_join!(
+        db::raw_all(c, &q.sql, q.values),
+        db::raw_all(c, &p.sql, p.values)
+    )?;
+    let mut catalogue: HashMap<Uuid, Product> = rows
         .iter()
         .map(|r| {
             (
@@ -57,10 +101,26 @@ pub(super) async fn products<C: GenericClient + Sync>(
                     requires_prescription: r.get("requires_prescription"),
                     is_controlled: r.get("is_controlled"),
                     category: r.get("category"),
+                    packs: Vec::new(),
                 },
             )
         })
-        .collect())
+        .collect();
+    for r in &pack_rows {
+        let Some(product) = catalogue.get_mut(&r.get("medicine_id")) else {
+            continue;
+        };
+        let units: i32 = r.get("units");
+        let own: Option<Decimal> = r.get("selling_price");
+        product.packs.push(SalePack {
+            id: r.get("id"),
+            name: r.get("name"),
+            units,
+            price: own.unwrap_or(product.selling_price * Decimal::from(units)),
+            is_sellable: r.get("is_sellable"),
+        });
+    }
+    Ok(catalogue)
 }
 
 /// The standard VAT rate from the settings (0 when tax is off).
@@ -88,16 +148,30 @@ pub(super) struct Override {
 pub(super) struct Piece {
     pub(super) medicine_id: Uuid,
     pub(super) batch_id: Uuid,
+    /// Base units taken from the batch.
     pub(super) quantity: i32,
+    pub(super) pack_id: Option<Uuid>,
+    /// Base units per counted unit (1 for loose units).
+    pub(super) pack_units: i32,
+    /// The scanned pack's GTIN and serial, when its code carried a serial.
+    pub(super) serial: Option<(String, String)>,
     pub(super) unit_price: Decimal,
     pub(super) cost: Decimal,
     pub(super) rate: Decimal,
     pub(super) gross: Decimal,
 }
 
+impl Piece {
+    /// Packs (or loose units) this piece sold.
+    pub(super) fn counted(&self) -> i32 {
+        self.quantity / self.pack_units.max(1)
+    }
+}
+
 /// A sale read, locked, priced and checked, ready to write.
 pub(super) struct Plan<'a> {
-    pub(super) sale: &'a NewSale,
+    /// The sale with its scanned lines read (borrowed when it has none).
+    pub(super) sale: Cow<'a, NewSale>,
     pub(super) catalogue: HashMap<Uuid, Product>,
     pub(super) pieces: Vec<Piece>,
     pub(super) items: Vec<SaleItem>,
@@ -114,7 +188,7 @@ pub(super) struct Plan<'a> {
 
 impl Plan<'_> {
     pub(super) fn may_refuse_while_writing(&self) -> bool {
-        self.coupon.is_some() || self.is_credit()
+        self.coupon.is_some() || self.is_credit() || self.pieces.iter().any(|p| p.serial.is_some())
     }
 
     pub(super) fn is_credit(&self) -> bool {
@@ -128,6 +202,7 @@ pub(super) async fn prepare<'a, C: GenericClient + Sync>(
     tx: &C,
     sale: &'a NewSale,
 ) -> Result<Plan<'a>> {
+    let sale = resolve_scans(tx, sale).await?;
     let mut ids: Vec<Uuid> = sale.lines.iter().map(|l| l.medicine_id).collect();
     ids.sort();
     ids.dedup();
@@ -149,12 +224,12 @@ pub(super) async fn prepare<'a, C: GenericClient + Sync>(
             }
         }
     )?;
-    check_catalogue(sale, &catalogue)?;
-    let overrides = price_overrides(sale, &catalogue)?;
-    let dispense = match (sale.prescription_id, needs_prescription(sale, &catalogue)) {
+    check_catalogue(&sale, &catalogue)?;
+    let overrides = price_overrides(&sale, &catalogue)?;
+    let dispense = match (sale.prescription_id, needs_prescription(&sale, &catalogue)) {
         (Some(id), _) => {
             let rx = prescription(tx, id, sale.branch_id).await?;
-            Some(Dispense::check(rx, sale, &catalogue)?)
+            Some(Dispense::check(rx, &sale, &catalogue)?)
         }
         (None, Some(why)) => return Err(prescription_required(why)),
         (None, None) => None,
@@ -163,7 +238,7 @@ pub(super) async fn prepare<'a, C: GenericClient + Sync>(
         Some(lots) => lots,
         None => stock::lock_sellable(tx, sale.branch_id, &ids).await?,
     };
-    let pieces = pick_pieces(sale, &catalogue, &mut lots, standard)?;
+    let pieces = pick_pieces(&sale, &catalogue, &mut lots, standard)?;
     let coupon = match &sale.coupon_code {
         Some(code) => Some(usable_coupon(tx, code).await?),
         None => None,
@@ -219,14 +294,32 @@ pub(super) async fn prepare<'a, C: GenericClient + Sync>(
     })
 }
 
-/// Every line names an active medicine.
+/// Every line names an active medicine, and a pack line an active
+/// sellable pack of it.
 pub(super) fn check_catalogue(sale: &NewSale, catalogue: &HashMap<Uuid, Product>) -> Result<()> {
     for (i, line) in sale.lines.iter().enumerate() {
-        if !catalogue.contains_key(&line.medicine_id) {
+        let Some(product) = catalogue.get(&line.medicine_id) else {
             return Err(Error::validation(
                 format!("items[{i}].medicine_id"),
                 "This medicine does not exist or is not active.",
             ));
+        };
+        if let Some(id) = line.pack_id {
+            match product.pack(id) {
+                Some(p) if p.is_sellable => {}
+                Some(p) => {
+                    return Err(Error::validation(
+                        format!("items[{i}].pack_id"),
+                        format!("The {} of {} is not sold as a pack.", p.name, product.name),
+                    ))
+                }
+                None => {
+                    return Err(Error::validation(
+                        format!("items[{i}].pack_id"),
+                        format!("This is not an active pack of {}.", product.name),
+                    ))
+                }
+            }
         }
     }
     Ok(())
@@ -244,21 +337,22 @@ pub(super) fn price_overrides(
         let Some(product) = catalogue.get(&line.medicine_id) else {
             continue;
         };
+        let list = product.list_price(line);
         match line.unit_price {
-            Some(price) if price < product.selling_price => {
+            Some(price) if price < list => {
                 if !Action::OverridePrice.permits(sale.role) {
                     return Err(Error::forbidden(format!(
                         "Selling {} at {}, below its selling price of {}, needs an admin, \
                          a branch manager or a pharmacist.",
                         product.name,
                         wire::two_places(price),
-                        wire::two_places(product.selling_price)
+                        wire::two_places(list)
                     )));
                 }
                 overrides.push(Override {
                     medicine_id: line.medicine_id,
                     quantity: line.quantity,
-                    selling_price: product.selling_price,
+                    selling_price: list,
                     unit_price: price,
                 });
             }
@@ -292,9 +386,9 @@ pub(super) fn prescription_required(why: String) -> Error {
     )
 }
 
-/// Prices every line and picks its stock first-expiry-first-out from
-/// `lots` (which it takes the quantities from). Call after
-/// `check_catalogue`.
+/// Prices every line and picks its stock from `lots` (which it takes the
+/// quantities from): a scanned batch when the line names one, else first
+/// expiry first, a pack line in whole packs. Call after `check_catalogue`.
 pub(super) fn pick_pieces(
     sale: &NewSale,
     catalogue: &HashMap<Uuid, Product>,
@@ -306,47 +400,185 @@ pub(super) fn pick_pieces(
         let product = catalogue
             .get(&line.medicine_id)
             .ok_or_else(|| Error::internal("a line's medicine left the catalogue"))?;
-        let unit_price = line.unit_price.unwrap_or(product.selling_price);
-        if product.max_public_price > Decimal::ZERO && unit_price > product.max_public_price {
+        let units = product.units_of(line);
+        let unit_price = line.unit_price.unwrap_or_else(|| product.list_price(line));
+        let ceiling = product.max_public_price * Decimal::from(units);
+        if ceiling > Decimal::ZERO && unit_price > ceiling {
             return Err(Error::validation(
                 format!("items[{i}].unit_price"),
                 format!(
                     "The price {} of {} is above its maximum public price of {}.",
                     wire::two_places(unit_price),
                     product.name,
-                    wire::two_places(product.max_public_price)
+                    wire::two_places(ceiling)
                 ),
             ));
         }
-        let available = stock::available(lots, line.medicine_id);
-        let picks = stock::pick(lots, line.medicine_id, line.quantity).ok_or_else(|| {
-            Error::rule(
-                Code::InsufficientStock,
-                format!("items[{i}].quantity"),
-                format!(
-                    "Not enough sellable stock of {}: {} requested, {} available.",
-                    product.name, line.quantity, available
-                ),
-            )
-        })?;
+        let picks = pick_line(i, line, product, units, lots)?;
         let rate = if product.vat_category == "standard" {
             standard
         } else {
             Decimal::ZERO
         };
+        let serial = line
+            .scanned
+            .as_ref()
+            .and_then(|s| match (&s.gtin, &s.serial) {
+                (Some(g), Some(n)) => Some((g.clone(), n.clone())),
+                _ => None,
+            });
         for (lot, qty) in picks {
             pieces.push(Piece {
                 medicine_id: line.medicine_id,
                 batch_id: lot.batch_id,
                 quantity: qty,
+                pack_id: line.pack_id,
+                pack_units: units,
+                serial: serial.clone(),
                 unit_price,
                 cost: lot.unit_cost,
                 rate,
-                gross: unit_price * Decimal::from(qty),
+                gross: unit_price * Decimal::from(qty / units),
             });
         }
     }
     Ok(pieces)
+}
+
+/// What one line takes from the lots, or why it cannot.
+fn pick_line(
+    i: usize,
+    line: &Line,
+    product: &Product,
+    units: i32,
+    lots: &mut [stock::Lot],
+) -> Result<Vec<(stock::Lot, i32)>> {
+    let field = format!("items[{i}].quantity");
+    let base = line.quantity.saturating_mul(units);
+    let what = match line.pack_id.and_then(|id| product.pack(id)) {
+        Some(p) => format!(
+            "{} × {} of {} ({} units each)",
+            line.quantity, p.name, product.name, units
+        ),
+        None => format!("{} of {}", line.quantity, product.name),
+    };
+    if let Some(batch_id) = line.scanned.as_ref().and_then(|s| s.batch_id) {
+        return stock::pick_batch(lots, batch_id, base).ok_or_else(|| {
+            Error::rule(
+                Code::InsufficientStock,
+                field,
+                format!("The scanned batch does not hold {what}: {base} units are needed."),
+            )
+        });
+    }
+    if units > 1 {
+        let whole = stock::whole_packs(lots, line.medicine_id, units);
+        return stock::pick_whole(lots, line.medicine_id, units, line.quantity).ok_or_else(|| {
+            Error::rule(
+                Code::InsufficientStock,
+                field,
+                format!(
+                    "Not enough sellable stock for {what}: each pack is taken whole from one \
+                     batch of at least {units} units, and the batches hold {whole} whole packs."
+                ),
+            )
+        });
+    }
+    let available = stock::available(lots, line.medicine_id);
+    stock::pick(lots, line.medicine_id, line.quantity).ok_or_else(|| {
+        Error::rule(
+            Code::InsufficientStock,
+            field,
+            format!(
+                "Not enough sellable stock of {}: {} requested, {} available.",
+                product.name, line.quantity, available
+            ),
+        )
+    })
+}
+
+/// Reads the sale's scanned lines (borrowed as it is when it has none):
+/// each code's GTIN names the medicine and pack (agreeing with any given),
+/// and a batch number this branch holds names the batch to sell, which
+/// must be sellable. A serial needs a line of one.
+pub(super) async fn resolve_scans<'a, C: GenericClient + Sync>(
+    tx: &C,
+    sale: &'a NewSale,
+) -> Result<Cow<'a, NewSale>> {
+    if sale.lines.iter().all(|l| l.scan.is_none()) {
+        return Ok(Cow::Borrowed(sale));
+    }
+    let mut resolved = sale.clone();
+    for (i, line) in resolved.lines.iter_mut().enumerate() {
+        let Some(code) = line.scan.clone() else {
+            continue;
+        };
+        let named = scan::name(tx, &code, &format!("items[{i}].scan")).await?;
+        agree(i, "medicine_id", line.medicine_id, Some(named.medicine_id))?;
+        if line.pack_id.is_some() {
+            agree(
+                i,
+                "pack_id",
+                line.pack_id.unwrap_or_default(),
+                named.pack_id,
+            )?;
+        }
+        line.medicine_id = named.medicine_id;
+        line.pack_id = named.pack_id;
+        if named.serial.is_some() && line.quantity != 1 {
+            return Err(Error::validation(
+                format!("items[{i}].quantity"),
+                "A code with a serial names one pack: its line's quantity must be 1.",
+            ));
+        }
+        let batch = match &named.batch_number {
+            Some(number) => scan::batch(tx, sale.branch_id, named.medicine_id, number).await?,
+            None => None,
+        };
+        if let Some(b) = &batch {
+            if let Some(why) = unsellable(b, named.today) {
+                return Err(Error::rule(
+                    Code::BatchNotSellable,
+                    format!("items[{i}].scan"),
+                    format!(
+                        "Batch {} of this code is {why}: it may not be sold.",
+                        named.batch_number.clone().unwrap_or_default()
+                    ),
+                ));
+            }
+        }
+        line.scanned = Some(Scanned {
+            gtin: named.gtin,
+            batch_id: batch.map(|b| b.id),
+            serial: named.serial,
+        });
+    }
+    Ok(Cow::Owned(resolved))
+}
+
+/// A field given beside `scan` must name what the code names (the nil id
+/// is "not given").
+fn agree(i: usize, field: &str, given: Uuid, named: Option<Uuid>) -> Result<()> {
+    if given.is_nil() || Some(given) == named {
+        return Ok(());
+    }
+    Err(Error::validation(
+        format!("items[{i}].{field}"),
+        format!("`{field}` does not name what the scanned code names."),
+    ))
+}
+
+/// Why a scanned batch may not be sold, if it may not.
+fn unsellable(b: &scan::ScannedBatch, today: chrono::NaiveDate) -> Option<&'static str> {
+    if b.expiry_date < today || b.status == "expired" {
+        Some("expired")
+    } else if b.regulator_status == "recalled" {
+        Some("recalled")
+    } else if b.regulator_status == "quarantined" {
+        Some("quarantined")
+    } else {
+        None
+    }
 }
 
 /// The sale's lines as answered, from its pieces and their discounts.
@@ -370,7 +602,12 @@ pub(super) fn line_items(
                     .map(|m| m.name.clone())
                     .unwrap_or_default(),
                 batch_id: p.batch_id,
-                quantity: p.quantity,
+                quantity: p.counted(),
+                pack_id: p.pack_id,
+                pack_units: p.pack_units,
+                base_quantity: p.quantity,
+                serial: p.serial.as_ref().map(|(_, n)| n.clone()),
+                gtin: p.serial.as_ref().map(|(g, _)| g.clone()),
                 unit_price: wire::two_places(p.unit_price),
                 discount: wire::two_places(*discount),
                 line_total: wire::two_places(line_total),

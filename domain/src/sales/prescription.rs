@@ -163,10 +163,15 @@ impl Dispense {
         sale: &NewSale,
         catalogue: &HashMap<Uuid, Product>,
     ) -> Result<Dispense> {
+        // A prescription counts base units: a pack line asks for its packs'.
+        let base = |l: &super::request::Line| {
+            let units = catalogue.get(&l.medicine_id).map_or(1, |p| p.units_of(l));
+            l.quantity.saturating_mul(units)
+        };
         let wanted: Vec<(Uuid, i32)> = sale
             .lines
             .iter()
-            .map(|l| (l.medicine_id, l.quantity))
+            .map(|l| (l.medicine_id, base(l)))
             .collect();
         let adds = allocate(&rx.lines, &wanted).map_err(|u| {
             let line = &sale.lines[u.line];
@@ -180,7 +185,10 @@ impl Dispense {
                     format!("items[{}].quantity", u.line),
                     format!(
                         "Prescription {} allows {} more of {}; {} requested.",
-                        rx.rx_number, u.allowed, name, line.quantity
+                        rx.rx_number,
+                        u.allowed,
+                        name,
+                        base(line)
                     ),
                 )
             } else {

@@ -49,12 +49,20 @@ pub(super) fn sale_from_row(r: &Row) -> Sale {
 
 pub(super) fn item_from_row(r: &Row) -> SaleItem {
     let rate: Decimal = r.get("vat_rate");
+    // Stored in base units; answered in what the line counted.
+    let base: i32 = r.get("quantity");
+    let units: i32 = r.get("pack_units");
     SaleItem {
         id: r.get("id"),
         medicine_id: r.get("medicine_id"),
         medicine_name: r.get("medicine_name"),
         batch_id: r.get("batch_id"),
-        quantity: r.get("quantity"),
+        quantity: base / Ord::max(units, 1),
+        pack_id: r.get("pack_id"),
+        pack_units: units,
+        base_quantity: base,
+        serial: r.get("serial"),
+        gtin: r.get("gtin"),
         unit_price: r.get("unit_price"),
         discount: r.get("discount"),
         line_total: r.get("line_total"),

@@ -37,10 +37,23 @@ pub struct SaleRequest {
     pub branch_id: Option<Uuid>,
 }
 
+/// One line: a medicine (`medicine_id`, optionally `pack_id`) or a scanned
+/// code (`scan`), and how many units (or packs) of it.
 #[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
 pub struct SaleLineRequest {
-    #[schema(value_type = String)]
-    pub medicine_id: Uuid,
+    /// Required unless `scan` names the medicine.
+    #[schema(value_type = Option<String>)]
+    pub medicine_id: Option<Uuid>,
+    /// An active sellable pack of the medicine: `quantity` then counts
+    /// packs, each taken whole from one batch, first expiry first.
+    #[schema(value_type = Option<String>)]
+    pub pack_id: Option<Uuid>,
+    /// A scanned code (GS1 element string, bare GTIN or in-house barcode)
+    /// instead of `medicine_id`/`pack_id`: its GTIN names the medicine and
+    /// pack, its batch (when this branch holds it) is the one sold, and its
+    /// serial is recorded and dispensed once.
+    #[schema(max_length = 500)]
+    pub scan: Option<String>,
     #[schema(value_type = f64, minimum = 1)]
     pub quantity: Decimal,
     /// Defaults to the medicine's selling price; never above `max_public_price`.
@@ -72,12 +85,46 @@ pub struct NewSale {
     pub signer: Option<Signer>,
 }
 
+/// A line of a validated sale. A line given by `scan` carries the nil
+/// medicine id until planning reads the code (`plan::resolve_scans`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Line {
     pub medicine_id: Uuid,
+    pub pack_id: Option<Uuid>,
+    /// Packs for a pack line, else base units.
     pub quantity: i32,
     pub unit_price: Option<Decimal>,
+    pub scan: Option<String>,
+    /// What the scan named, once read: the batch to sell and the serial.
+    #[serde(skip)]
+    pub scanned: Option<Scanned>,
 }
+
+impl Line {
+    /// A line of loose units at the list price or `unit_price`.
+    pub fn loose(medicine_id: Uuid, quantity: i32, unit_price: Option<Decimal>) -> Line {
+        Line {
+            medicine_id,
+            pack_id: None,
+            quantity,
+            unit_price,
+            scan: None,
+            scanned: None,
+        }
+    }
+}
+
+/// What a line's scanned code said, once read.
+#[derive(Debug, Clone)]
+pub struct Scanned {
+    pub gtin: Option<String>,
+    /// This branch's batch with the code's number, when it holds one.
+    pub batch_id: Option<Uuid>,
+    pub serial: Option<String>,
+}
+
+/// The longest scanned code a line takes (a GS1 DataMatrix holds less).
+pub const MAX_SCAN: usize = 500;
 
 impl SaleRequest {
     /// Checks the shape of the request; stock, prices and people are checked
@@ -97,16 +144,7 @@ impl SaleRequest {
         }
         let mut lines = Vec::with_capacity(self.items.len());
         for (i, item) in self.items.into_iter().enumerate() {
-            let quantity = input::quantity(&format!("items[{i}].quantity"), item.quantity)?;
-            let unit_price = item
-                .unit_price
-                .map(|p| input::amount(&format!("items[{i}].unit_price"), p))
-                .transpose()?;
-            lines.push(Line {
-                medicine_id: item.medicine_id,
-                quantity,
-                unit_price,
-            });
+            lines.push(line(i, item)?);
         }
         let method = self.payment_method.trim().to_lowercase();
         if !PAYMENT_METHODS.contains(&method.as_str()) {
@@ -147,6 +185,45 @@ impl SaleRequest {
             signer: None,
         })
     }
+}
+
+/// Checks one line's shape: a medicine or a scan, a whole quantity.
+fn line(i: usize, item: SaleLineRequest) -> Result<Line> {
+    let quantity = input::quantity(&format!("items[{i}].quantity"), item.quantity)?;
+    let unit_price = item
+        .unit_price
+        .map(|p| input::amount(&format!("items[{i}].unit_price"), p))
+        .transpose()?;
+    // Not `input::text`: a GS1 code carries the group separator (ASCII 29)
+    // between its fields, which the code reader handles.
+    let scan = item
+        .scan
+        .map(|c| c.trim().to_owned())
+        .filter(|c| !c.is_empty());
+    if scan.as_ref().is_some_and(|c| c.chars().count() > MAX_SCAN) {
+        return Err(Error::validation(
+            format!("items[{i}].scan"),
+            format!("A scanned code has at most {MAX_SCAN} characters."),
+        ));
+    }
+    let medicine_id = match (item.medicine_id, &scan) {
+        (Some(id), _) => id,
+        (None, Some(_)) => Uuid::nil(),
+        (None, None) => {
+            return Err(Error::validation(
+                format!("items[{i}].medicine_id"),
+                "A line needs a `medicine_id` (or a `scan`).",
+            ))
+        }
+    };
+    Ok(Line {
+        medicine_id,
+        pack_id: item.pack_id,
+        quantity,
+        unit_price,
+        scan,
+        scanned: None,
+    })
 }
 
 impl NewSale {

@@ -175,7 +175,12 @@ pub(super) fn items_stmt(sales: &[&Sale]) -> Stmt {
         .collect();
     let medicines: Vec<Uuid> = lines().map(|(_, i)| i.medicine_id).collect();
     let batches: Vec<Uuid> = lines().map(|(_, i)| i.batch_id).collect();
-    let qtys: Vec<i32> = lines().map(|(_, i)| i.quantity).collect();
+    // Stored in base units: stock, reports and returns count them.
+    let qtys: Vec<i32> = lines().map(|(_, i)| i.base_quantity).collect();
+    let packs: Vec<String> = lines().map(|(_, i)| opt_text(i.pack_id)).collect();
+    let units: Vec<i32> = lines().map(|(_, i)| i.pack_units).collect();
+    let gtins: Vec<String> = lines().map(|(_, i)| opt_text(i.gtin.as_ref())).collect();
+    let serials: Vec<String> = lines().map(|(_, i)| opt_text(i.serial.as_ref())).collect();
     let t = |f: &dyn Fn(&SaleItem) -> Decimal| {
         lines()
             .map(|(_, i)| f(i).to_string())
@@ -191,17 +196,45 @@ pub(super) fn items_stmt(sales: &[&Sale]) -> Stmt {
         PostgresQueryBuilder,
         r#"INSERT INTO sale_items
              (id, sale_id, line_no, medicine_id, batch_id, quantity, unit_price, discount,
-              line_total, vat_rate, vat_amount, cost_at_sale)
+              line_total, vat_rate, vat_amount, cost_at_sale, pack_id, pack_units, gtin, serial)
            SELECT i.id, i.sale_id, i.line_no, i.medicine_id, i.batch_id, i.quantity,
                   i.price::numeric, i.discount::numeric, i.total::numeric, i.rate::numeric,
-                  i.vat::numeric, i.cost::numeric
+                  i.vat::numeric, i.cost::numeric, nullif(i.pack, '')::uuid, i.units,
+                  nullif(i.gtin, ''), nullif(i.serial, '')
            FROM unnest({ids}::uuid[], {sale_ids}::uuid[], {numbers}::int4[], {medicines}::uuid[],
                        {batches}::uuid[], {qtys}::int4[], {prices}::text[], {discounts}::text[],
-                       {totals}::text[], {rates}::text[], {vats}::text[], {costs}::text[])
+                       {totals}::text[], {rates}::text[], {vats}::text[], {costs}::text[],
+                       {packs}::text[], {units}::int4[], {gtins}::text[], {serials}::text[])
              AS i(id, sale_id, line_no, medicine_id, batch_id, quantity, price, discount, total,
-                  rate, vat, cost)"#
+                  rate, vat, cost, pack, units, gtin, serial)"#
     );
     Stmt::raw(q.sql, q.values)
+}
+
+/// The serials a sale's lines dispense, each claimed once in the
+/// organisation: a serial already claimed (and not released by a return)
+/// is skipped, so the answer holds fewer rows than the sale has serials.
+/// `None` when the sale has none.
+pub(super) fn serials_stmt(sale: &Sale) -> Option<Stmt> {
+    let lines: Vec<&SaleItem> = sale.items.iter().filter(|i| i.serial.is_some()).collect();
+    if lines.is_empty() {
+        return None;
+    }
+    let ids: Vec<Uuid> = lines.iter().map(|_| Uuid::now_v7()).collect();
+    let items: Vec<Uuid> = lines.iter().map(|i| i.id).collect();
+    let gtins: Vec<String> = lines.iter().map(|i| opt_text(i.gtin.as_ref())).collect();
+    let serials: Vec<String> = lines.iter().map(|i| opt_text(i.serial.as_ref())).collect();
+    let (sale_id, branch_id) = (sale.id, sale.branch_id);
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"INSERT INTO dispensed_serials (id, gtin, serial, sale_id, sale_item_id, branch_id)
+           SELECT d.id, d.gtin, d.serial, {sale_id}, d.item, {branch_id}
+           FROM unnest({ids}::uuid[], {gtins}::text[], {serials}::text[], {items}::uuid[])
+             AS d(id, gtin, serial, item)
+           ON CONFLICT (gtin, serial) WHERE released_at IS NULL DO NOTHING
+           RETURNING id"#
+    );
+    Some(Stmt::raw(q.sql, q.values))
 }
 
 /// The `SALE` movements of a sale's pieces, as the stock ledger stores them.

@@ -105,7 +105,7 @@ pub(super) async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Re
         &[
             stock::take_stmt(&takes),
             counter_stmt(sale.branch_id),
-            session_stmt(sale, totals.total, totals.vat),
+            session_stmt(&sale, totals.total, totals.vat),
             changes::allocate_stmt(),
         ],
     )
@@ -130,7 +130,7 @@ pub(super) async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Re
         .map(|r| r.get(0))
         .ok_or_else(|| Error::internal("nextval returned no row"))?;
     let made = store::assemble(
-        sale,
+        &sale,
         &counter,
         Taken {
             id: sale_id,
@@ -166,7 +166,12 @@ pub(super) async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Re
     ));
     // The sale row goes before its items and register rows (foreign keys).
     let mut writes = vec![store::movements_stmt(std::iter::once((&made, &pieces[..])))];
-    writes.extend(store_stmts(&made, sale, coupon.as_ref()));
+    writes.extend(store_stmts(&made, &sale, coupon.as_ref()));
+    // The serials after the lines they name; each is claimed once.
+    let serials_at = writes.len();
+    let serials = store::serials_stmt(&made);
+    let claims = made.items.iter().filter(|i| i.serial.is_some()).count();
+    writes.extend(serials);
     writes.extend(
         made.items
             .iter()
@@ -194,7 +199,38 @@ pub(super) async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Re
             "a prescription line changed under the sale's lock",
         ));
     }
+    if claims > 0 && answers.get(serials_at).map_or(0, Vec::len) != claims {
+        return Err(serial_taken(tx, &made).await);
+    }
     Ok(made)
+}
+
+/// The refusal of a sale whose serial another sale holds: names that sale
+/// (committed by now: the claim waited for it).
+async fn serial_taken<C: GenericClient + Sync>(tx: &C, made: &Sale) -> Error {
+    let gtins: Vec<String> = made.items.iter().filter_map(|i| i.gtin.clone()).collect();
+    let serials: Vec<String> = made.items.iter().filter_map(|i| i.serial.clone()).collect();
+    let sale_id = made.id;
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT d.serial, s.invoice_number, s.id FROM dispensed_serials d
+           JOIN unnest({gtins}::text[], {serials}::text[]) AS w(gtin, serial)
+             ON w.gtin = d.gtin AND w.serial = d.serial
+           JOIN sales s ON s.id = d.sale_id
+           WHERE d.released_at IS NULL AND d.sale_id <> {sale_id}
+           LIMIT 1"#
+    );
+    let holder = match db::raw_opt(tx, &q.sql, q.values).await {
+        Ok(Some(r)) => format!(
+            "Serial {} was already dispensed by sale {} ({}).",
+            r.get::<_, String>(0),
+            r.get::<_, String>(1),
+            r.get::<_, Uuid>(2)
+        ),
+        Ok(None) => "A serial of this sale is named twice in it.".to_owned(),
+        Err(e) => return e,
+    };
+    Error::coded(Code::SerialAlreadyDispensed, Some("items"), holder)
 }
 
 pub(super) async fn user_name<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<String> {
@@ -311,7 +347,8 @@ pub(super) fn controlled_stmt(s: &Sale, item: &SaleItem, patient: &str, licence:
             s.id.into(),
             s.branch_id.into(),
             item.medicine_id.into(),
-            item.quantity.into(),
+            // The register counts base units, whatever pack was sold.
+            item.base_quantity.into(),
             patient.into(),
             licence.into(),
             s.created_by.into(),

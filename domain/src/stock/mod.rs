@@ -8,15 +8,16 @@
 //! (ordered by medicine, expiry, receipt), then coupons, customers, the
 //! invoice counter and the cash session.
 //!
-//! Over 600 lines only with the unit tests of the FEFO pick at its end; the
-//! ledger, its statements and the picks are one seam (every stock change
-//! goes through here), so they stay together.
+//! The first-expiry-first-out picks over locked batches are in `pick`.
 
 pub mod count;
+mod pick;
 pub mod quarantine;
 pub mod receiving;
 pub mod reorder;
 pub mod transfers;
+
+pub use pick::{available, pick, pick_batch, pick_whole, whole_packs, Lot};
 
 use chrono::{DateTime, NaiveDate, Utc};
 use deadpool_postgres::GenericClient;
@@ -346,16 +347,6 @@ pub async fn receive<C: GenericClient + Sync>(
     record_movement(tx, arrival, Op::Create).await
 }
 
-/// A locked batch with what it still holds, for first-expiry-first-out picks.
-#[derive(Debug, Clone)]
-pub struct Lot {
-    pub batch_id: Uuid,
-    pub medicine_id: Uuid,
-    pub remaining: i32,
-    pub unit_cost: Decimal,
-    pub expiry_date: NaiveDate,
-}
-
 /// Locks the sellable batches (in stock, not expired by the organisation's
 /// calendar, not quarantined or recalled) of `medicines` at a branch, in
 /// first-expiry-first-out order per medicine. One statement, one lock order.
@@ -450,41 +441,6 @@ fn lot(r: &Row) -> Lot {
         unit_cost: r.get("unit_cost"),
         expiry_date: r.get("expiry_date"),
     }
-}
-
-/// Picks `qty` units from `lots` (already in FEFO order), taking what it
-/// uses out of them. `None` when they hold too little.
-pub fn pick(lots: &mut [Lot], medicine_id: Uuid, qty: i32) -> Option<Vec<(Lot, i32)>> {
-    let available: i64 = lots
-        .iter()
-        .filter(|l| l.medicine_id == medicine_id)
-        .map(|l| i64::from(l.remaining))
-        .sum();
-    if available < i64::from(qty) {
-        return None;
-    }
-    let mut left = qty;
-    let mut picks = Vec::new();
-    for l in lots.iter_mut().filter(|l| l.medicine_id == medicine_id) {
-        if left == 0 {
-            break;
-        }
-        let take = std::cmp::min(left, l.remaining);
-        if take > 0 {
-            l.remaining -= take;
-            left -= take;
-            picks.push((l.clone(), take));
-        }
-    }
-    Some(picks)
-}
-
-/// Units of `medicine_id` in `lots`.
-pub fn available(lots: &[Lot], medicine_id: Uuid) -> i64 {
-    lots.iter()
-        .filter(|l| l.medicine_id == medicine_id)
-        .map(|l| i64::from(l.remaining))
-        .sum()
 }
 
 /// Live stock of a medicine: at one branch, or across the chain.
@@ -588,114 +544,4 @@ pub async fn invariant_violations<C: GenericClient + Sync>(c: &C) -> Result<Vec<
     );
     let rows = db::raw_all(c, &q.sql, q.values).await?;
     Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    // Expired, quarantined and recalled batches never reach `pick`:
-    // `lock_sellable` neither returns nor locks them (its WHERE clause), and
-    // returns the rest in FEFO order. These tests cover the pick over that
-    // answer; the exclusion itself is covered against PostgreSQL by
-    // tests/api/sales.rs (`fefo_takes_the_earliest_sellable_batch_first`).
-
-    fn lot(n: u128, medicine_id: Uuid, remaining: i32, expiry: &str) -> Lot {
-        Lot {
-            batch_id: Uuid::from_u128(n),
-            medicine_id,
-            remaining,
-            unit_cost: Decimal::new(250, 2),
-            expiry_date: expiry.parse().unwrap(),
-        }
-    }
-
-    fn taken(picks: &[(Lot, i32)]) -> Vec<(u128, i32)> {
-        picks
-            .iter()
-            .map(|(l, q)| (l.batch_id.as_u128(), *q))
-            .collect()
-    }
-
-    fn left(lots: &[Lot]) -> Vec<i32> {
-        lots.iter().map(|l| l.remaining).collect()
-    }
-
-    #[test]
-    fn pick_empties_the_first_expiring_lot_before_touching_the_next() {
-        let m = Uuid::from_u128(100);
-        let mut lots = vec![
-            lot(1, m, 10, "2027-01-31"),
-            lot(2, m, 10, "2028-06-30"),
-            lot(3, m, 10, "2029-06-30"),
-        ];
-        let picks = pick(&mut lots, m, 12).unwrap();
-        assert_eq!(taken(&picks), vec![(1, 10), (2, 2)]);
-        assert_eq!(left(&lots), vec![0, 8, 10]);
-        // A pick answers the lot as it was taken from: its cost, its expiry.
-        assert_eq!(picks[1].0.expiry_date.to_string(), "2028-06-30");
-        assert_eq!(picks[1].0.unit_cost, Decimal::new(250, 2));
-    }
-
-    #[test]
-    fn pick_breaks_an_expiry_tie_by_the_order_given_oldest_receipt_first() {
-        // Same expiry: `lock_sellable` orders by receipt (created_at, id),
-        // and the pick keeps that order.
-        let m = Uuid::from_u128(100);
-        let mut lots = vec![
-            lot(7, m, 3, "2027-03-31"),
-            lot(5, m, 3, "2027-03-31"),
-            lot(6, m, 3, "2027-03-31"),
-        ];
-        let picks = pick(&mut lots, m, 5).unwrap();
-        assert_eq!(taken(&picks), vec![(7, 3), (5, 2)]);
-        assert_eq!(left(&lots), vec![0, 1, 3]);
-    }
-
-    #[test]
-    fn pick_takes_only_the_lots_of_its_medicine() {
-        // The lots of a sale's medicines arrive together, ordered by
-        // medicine then expiry; a pick skips the other medicines' lots.
-        let (a, b) = (Uuid::from_u128(100), Uuid::from_u128(200));
-        let mut lots = vec![
-            lot(1, a, 4, "2027-01-31"),
-            lot(2, b, 50, "2026-01-31"),
-            lot(3, a, 4, "2028-01-31"),
-        ];
-        assert_eq!(available(&lots, a), 8);
-        assert_eq!(available(&lots, b), 50);
-        let picks = pick(&mut lots, a, 6).unwrap();
-        assert_eq!(taken(&picks), vec![(1, 4), (3, 2)]);
-        assert_eq!(left(&lots), vec![0, 50, 2]);
-    }
-
-    #[test]
-    fn a_second_pick_of_the_same_medicine_continues_where_the_first_stopped() {
-        // Two lines of one medicine in one sale share the locked lots.
-        let m = Uuid::from_u128(100);
-        let mut lots = vec![lot(1, m, 5, "2027-01-31"), lot(2, m, 5, "2028-01-31")];
-        assert_eq!(taken(&pick(&mut lots, m, 4).unwrap()), vec![(1, 4)]);
-        assert_eq!(taken(&pick(&mut lots, m, 4).unwrap()), vec![(1, 1), (2, 3)]);
-        assert_eq!(available(&lots, m), 2);
-        // An emptied lot is skipped, not answered with a zero quantity.
-        assert_eq!(taken(&pick(&mut lots, m, 2).unwrap()), vec![(2, 2)]);
-        assert_eq!(available(&lots, m), 0);
-    }
-
-    #[test]
-    fn pick_refuses_more_than_the_lots_hold_and_takes_nothing() {
-        let (a, b) = (Uuid::from_u128(100), Uuid::from_u128(200));
-        let mut lots = vec![
-            lot(1, a, 3, "2027-01-31"),
-            lot(2, b, 9, "2027-01-31"),
-            lot(3, a, 4, "2028-01-31"),
-        ];
-        // Another medicine's stock does not make up the difference.
-        assert!(pick(&mut lots, a, 8).is_none());
-        assert_eq!(left(&lots), vec![3, 9, 4]);
-        assert!(pick(&mut lots, Uuid::from_u128(300), 1).is_none());
-        // Exactly what they hold is fine.
-        assert_eq!(taken(&pick(&mut lots, a, 7).unwrap()), vec![(1, 3), (3, 4)]);
-        assert_eq!(left(&lots), vec![0, 9, 0]);
-    }
 }

@@ -16,6 +16,16 @@ use crate::paging::{self, Page};
 
 pub const STATUSES: [&str; 3] = ["pending", "approved", "rejected"];
 
+/// A list's `status` filter: one of `STATUSES` in any case, blank for all.
+pub fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
+    input::one_of_or_blank("status", raw, &STATUSES)
+}
+
+/// The document's schema of that filter, from the same list.
+pub fn status_filter_schema() -> utoipa::openapi::schema::Schema {
+    input::one_of_or_blank_schema(&STATUSES)
+}
+
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Approval {
     #[schema(value_type = String)]

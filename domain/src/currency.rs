@@ -1,16 +1,16 @@
 //! The ISO 4217 currency registry and the exchange rates filed against the
 //! base currency (`rate` = units of the currency per one unit of the base).
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
 use sea_query::{Expr, ExprTrait, Order, Query};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio_postgres::Row;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::{db, wire, Result};
+use crate::{db, settings, wire, Error, Result};
 
 /// A registry entry.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -178,4 +178,148 @@ pub async fn branch_currency<C: GenericClient + Sync>(
         .and_where(Expr::col("is_deleted").eq(false))
         .to_owned();
     Ok(db::fetch_opt(c, &q).await?.map(|r| r.get(0)))
+}
+
+/// `POST /currency/rates` as a client sends it.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RateWrite {
+    /// An active currency other than the base currency.
+    pub currency_code: String,
+    /// Units of `currency_code` per one unit of the base currency; > 0, at
+    /// most 10 decimals.
+    #[schema(value_type = f64)]
+    pub rate: Decimal,
+    /// RFC 3339, or `YYYY-MM-DD` (00:00 UTC). Default: now. A future rate
+    /// takes effect at that time.
+    pub effective_at: Option<String>,
+}
+
+fn rate(v: Decimal) -> Result<Decimal> {
+    let v = v.normalize();
+    if v <= Decimal::ZERO || v.scale() > 10 || v >= Decimal::from(100_000_000_000_000_i64) {
+        return Err(Error::validation(
+            "rate",
+            "`rate` must be a number greater than zero with at most 10 decimals.",
+        ));
+    }
+    Ok(v)
+}
+
+/// An RFC 3339 timestamp, or a bare date meaning 00:00 UTC of that day.
+fn effective_at(value: Option<&str>) -> Result<DateTime<Utc>> {
+    let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(Utc::now());
+    };
+    if let Ok(t) = DateTime::parse_from_rfc3339(v) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    match NaiveDate::parse_from_str(v, "%Y-%m-%d") {
+        Ok(d) if v.len() == 10 => Ok(d.and_time(chrono::NaiveTime::MIN).and_utc()),
+        _ => Err(Error::validation(
+            "effective_at",
+            "`effective_at` must be an RFC 3339 timestamp or a YYYY-MM-DD date.",
+        )),
+    }
+}
+
+/// Files an exchange rate of an active currency against the organisation's
+/// current base currency (never the base currency itself).
+pub async fn file_rate<C: GenericClient + Sync>(
+    c: &C,
+    org_id: Uuid,
+    created_by: Uuid,
+    w: RateWrite,
+) -> Result<Rate> {
+    let code = w.currency_code.trim().to_uppercase();
+    let rate = rate(w.rate)?;
+    let effective_at = effective_at(w.effective_at.as_deref())?;
+    if !get(c, &code).await?.is_some_and(|x| x.is_active) {
+        return Err(Error::validation(
+            "currency_code",
+            format!("`currency_code` must be an active currency code; `{code}` is not."),
+        ));
+    }
+    let base = settings::read(c, org_id).await?.base_currency;
+    if code == base {
+        return Err(Error::validation(
+            "currency_code",
+            format!("{base} is the base currency; its rate is always 1."),
+        ));
+    }
+    let new = NewRate {
+        currency_code: code,
+        base_currency_code: base,
+        rate,
+        effective_at,
+        created_by,
+    };
+    insert_rate(c, new).await
+}
+
+/// The caller's branch currency and the rate in force.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BranchCurrency {
+    pub currency_code: String,
+    pub base_currency_code: String,
+    pub name: String,
+    pub symbol: String,
+    pub exponent: i32,
+    /// Units of the branch currency per one unit of the base currency.
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub rate: Decimal,
+    /// The filed rate's id; empty when the branch uses the base currency.
+    pub rate_id: String,
+    /// When the rate took effect; the time of the read for the base currency.
+    #[serde(serialize_with = "wire::ts")]
+    #[schema(value_type = String)]
+    pub effective_at: DateTime<Utc>,
+    /// `age_days` is above the settings' `rate_staleness_days`.
+    pub is_stale: bool,
+    /// Whole days since `effective_at`.
+    pub age_days: i64,
+}
+
+/// The branch currency of `branch_id` and the rate in force. 400 when no
+/// rate is filed for it; a branch in the base currency reads rate 1, never
+/// stale.
+pub async fn branch_view<C: GenericClient + Sync>(
+    c: &C,
+    branch_id: Uuid,
+    org_id: Uuid,
+) -> Result<BranchCurrency> {
+    let code = branch_currency(c, branch_id)
+        .await?
+        .ok_or_else(|| Error::not_found("Branch not found"))?;
+    let info = get(c, &code)
+        .await?
+        .ok_or_else(|| Error::internal(format!("branch currency {code} not in the registry")))?;
+    let s = settings::read(c, org_id).await?;
+    let now = Utc::now();
+    let (rate, rate_id, effective_at) = if code == s.base_currency {
+        (Decimal::ONE, String::new(), now)
+    } else {
+        let r = current_rate(c, &code, &s.base_currency)
+            .await?
+            .ok_or_else(|| {
+                Error::bad_request(format!(
+                    "No exchange rate is filed for {code} against {}; ask an admin to file one.",
+                    s.base_currency
+                ))
+            })?;
+        (r.rate, r.id.to_string(), r.effective_at)
+    };
+    let age_days = Ord::max((now - effective_at).num_days(), 0);
+    Ok(BranchCurrency {
+        currency_code: code,
+        base_currency_code: s.base_currency,
+        name: info.name,
+        symbol: info.symbol,
+        exponent: info.exponent,
+        rate,
+        rate_id,
+        effective_at,
+        is_stale: age_days > i64::from(s.rate_staleness_days),
+        age_days,
+    })
 }

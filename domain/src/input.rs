@@ -272,6 +272,65 @@ pub fn path_id(raw: &str, what: &str) -> Result<uuid::Uuid> {
     uuid::Uuid::parse_str(raw).map_err(|_| Error::not_found(format!("{what} not found")))
 }
 
+/// A pattern matching `words` in any case, surrounded by optional blanks:
+/// the document's form of a value checked by [`one_of_or_blank`] or folded
+/// to lower case by its handler.
+pub fn any_case(words: &[&str]) -> String {
+    let alternatives: Vec<String> = words
+        .iter()
+        .map(|w| {
+            w.chars()
+                .map(|c| {
+                    if c.is_ascii_alphabetic() {
+                        format!("[{}{}]", c.to_ascii_uppercase(), c.to_ascii_lowercase())
+                    } else {
+                        c.to_string()
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    format!("^\\s*({})\\s*$", alternatives.join("|"))
+}
+
+/// A pattern matching exactly one of `words`, nothing around it.
+pub fn exactly(words: &[&str]) -> String {
+    format!("^({})$", words.join("|"))
+}
+
+/// A pattern matching exactly `words`, surrounded by optional blanks.
+pub fn trimmed(words: &[&str]) -> String {
+    format!("^\\s*({})\\s*$", words.join("|"))
+}
+
+/// An optional filter that is one of `words` in any case, or blank for
+/// all: `None` when blank, else the word in lower case; 400 naming
+/// `field` and listing the words otherwise.
+pub fn one_of_or_blank(field: &str, raw: Option<&str>, words: &[&str]) -> Result<Option<String>> {
+    let Some(s) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    let s = s.to_lowercase();
+    if !words.contains(&s.as_str()) {
+        return Err(Error::validation(
+            field,
+            format!("`{field}` must be one of {}.", words.join(", ")),
+        ));
+    }
+    Ok(Some(s))
+}
+
+/// The document's schema of a [`one_of_or_blank`] filter over `words`.
+pub fn one_of_or_blank_schema(words: &[&str]) -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    // The words made optional: blank means every status.
+    let pattern = any_case(words).replace(")\\s*$", ")?\\s*$");
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(pattern))
+        .into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

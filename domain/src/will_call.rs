@@ -5,16 +5,26 @@
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, Order, Query, SelectStatement};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio_postgres::Row;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::{db, wire, Error, Result};
+use crate::{db, input, wire, Error, Result};
 
 use crate::paging::{self, Page};
 
 pub const STATUSES: [&str; 3] = ["ready", "picked_up", "cancelled"];
+
+/// A list's `status` filter: one of `STATUSES` in any case, blank for all.
+pub fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
+    input::one_of_or_blank("status", raw, &STATUSES)
+}
+
+/// The document's schema of that filter, from the same list.
+pub fn status_filter_schema() -> utoipa::openapi::schema::Schema {
+    input::one_of_or_blank_schema(&STATUSES)
+}
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct WillCall {
@@ -109,6 +119,50 @@ pub async fn list<C: GenericClient + Sync>(
     .await?;
     let items = rows.iter().map(WillCall::from_row).collect();
     Ok((items, total))
+}
+
+/// `POST /dispensing/will-call` as a client sends it.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct WillCallCreate {
+    /// Required, non-blank.
+    pub patient_name: Option<String>,
+    pub patient_phone: Option<String>,
+    /// Default the caller's branch; only an admin may name another.
+    #[schema(value_type = Option<String>, format = Uuid)]
+    pub branch_id: Option<Uuid>,
+    /// A prescription of that branch.
+    #[schema(value_type = Option<String>, format = Uuid)]
+    pub prescription_id: Option<Uuid>,
+    /// A sale of that branch.
+    #[schema(value_type = Option<String>, format = Uuid)]
+    pub sale_id: Option<Uuid>,
+}
+
+/// Longest patient name and phone number on a pickup.
+pub const MAX_PATIENT_NAME: usize = 200;
+pub const MAX_PHONE: usize = 50;
+
+impl WillCallCreate {
+    /// Checks the pickup's fields for `branch_id` (the caller's scope);
+    /// the prescription and sale are checked when it is stored.
+    pub fn validate(self, branch_id: Uuid, created_by: Uuid) -> Result<NewWillCall> {
+        Ok(NewWillCall {
+            branch_id,
+            prescription_id: self.prescription_id,
+            sale_id: self.sale_id,
+            patient_name: input::required_text(
+                "patient_name",
+                self.patient_name.as_deref().unwrap_or_default(),
+                MAX_PATIENT_NAME,
+            )?,
+            patient_phone: input::text(
+                "patient_phone",
+                self.patient_phone.as_deref().unwrap_or_default(),
+                MAX_PHONE,
+            )?,
+            created_by,
+        })
+    }
 }
 
 pub struct NewWillCall {

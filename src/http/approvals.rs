@@ -11,7 +11,7 @@ use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::approvals::{self, Approval, ApprovalCreate};
 use domain::error::Problem;
-use domain::{Action, Error, Result};
+use domain::{Action, Result};
 
 use actix_web::{get, post};
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -46,27 +46,11 @@ pub async fn create(
 #[into_params(parameter_in = Query)]
 pub struct ApprovalQuery {
     /// `pending`, `approved` or `rejected` (any case; empty = all).
-    #[param(
-        pattern = "^\\s*([Pp][Ee][Nn][Dd][Ii][Nn][Gg]|[Aa][Pp][Pp][Rr][Oo][Vv][Ee][Dd]|[Rr][Ee][Jj][Ee][Cc][Tt][Ee][Dd])?\\s*$"
-    )]
+    #[param(schema_with = approvals::status_filter_schema)]
     pub status: Option<String>,
     /// Admins only: one branch (default: every branch for an admin, the
     /// caller's own for everyone else).
     pub branch_id: Option<Uuid>,
-}
-
-fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
-    let Some(s) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
-        return Ok(None);
-    };
-    let s = s.to_lowercase();
-    if !approvals::STATUSES.contains(&s.as_str()) {
-        return Err(Error::validation(
-            "status",
-            "`status` must be pending, approved or rejected.",
-        ));
-    }
-    Ok(Some(s))
 }
 
 /// Approvals, newest first, 20 per page.
@@ -83,7 +67,7 @@ pub async fn list(
     Query(paging): Query<PageParams>,
 ) -> Result<HttpResponse> {
     let branch_id = caller.branch_filter(q.branch_id)?;
-    let status = status_filter(q.status.as_deref())?;
+    let status = approvals::status_filter(q.status.as_deref())?;
     let page = paging.resolve(20)?;
     let client = state.pool.get().await?;
     let (items, total) = approvals::list(&client, branch_id, status.as_deref(), page).await?;

@@ -11,8 +11,8 @@ use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::error::Problem;
-use domain::input::{self, Flag};
-use domain::will_call::{self, Move, NewWillCall, WillCall};
+use domain::input::Flag;
+use domain::will_call::{self, Move, WillCall, WillCallCreate};
 use domain::{Error, Result};
 
 use actix_web::{get, post};
@@ -23,22 +23,6 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(create)
         .service(pickup)
         .service(cancel);
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct WillCallCreate {
-    /// Required, non-blank.
-    pub patient_name: Option<String>,
-    pub patient_phone: Option<String>,
-    /// Default the caller's branch; only an admin may name another.
-    #[schema(value_type = Option<String>, format = Uuid)]
-    pub branch_id: Option<Uuid>,
-    /// A prescription of that branch.
-    #[schema(value_type = Option<String>, format = Uuid)]
-    pub prescription_id: Option<Uuid>,
-    /// A sale of that branch.
-    #[schema(value_type = Option<String>, format = Uuid)]
-    pub sale_id: Option<Uuid>,
 }
 
 /// Files a pickup: `ready`, no signature yet.
@@ -53,22 +37,8 @@ pub async fn create(
     caller: Caller,
     Json(body): Json<WillCallCreate>,
 ) -> Result<HttpResponse> {
-    let new = NewWillCall {
-        branch_id: caller.branch_scope(body.branch_id)?,
-        prescription_id: body.prescription_id,
-        sale_id: body.sale_id,
-        patient_name: input::required_text(
-            "patient_name",
-            body.patient_name.as_deref().unwrap_or_default(),
-            200,
-        )?,
-        patient_phone: input::text(
-            "patient_phone",
-            body.patient_phone.as_deref().unwrap_or_default(),
-            50,
-        )?,
-        created_by: caller.user_id,
-    };
+    let branch_id = caller.branch_scope(body.branch_id)?;
+    let new = body.validate(branch_id, caller.user_id)?;
     let client = state.pool.get().await?;
     let row = will_call::insert(&client, new).await?;
     Ok(HttpResponse::Created().json(row))
@@ -78,26 +48,10 @@ pub async fn create(
 #[into_params(parameter_in = Query)]
 pub struct WillCallQuery {
     /// `ready`, `picked_up` or `cancelled` (any case; empty = all).
-    #[param(
-        pattern = "^\\s*([Rr][Ee][Aa][Dd][Yy]|[Pp][Ii][Cc][Kk][Ee][Dd]_[Uu][Pp]|[Cc][Aa][Nn][Cc][Ee][Ll][Ll][Ee][Dd])?\\s*$"
-    )]
+    #[param(schema_with = will_call::status_filter_schema)]
     pub status: Option<String>,
     /// Admins only: another branch's pickups (default the caller's).
     pub branch_id: Option<Uuid>,
-}
-
-fn status_filter(raw: Option<&str>) -> Result<Option<String>> {
-    let Some(s) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
-        return Ok(None);
-    };
-    let s = s.to_lowercase();
-    if !will_call::STATUSES.contains(&s.as_str()) {
-        return Err(Error::validation(
-            "status",
-            "`status` must be ready, picked_up or cancelled.",
-        ));
-    }
-    Ok(Some(s))
 }
 
 /// The branch's pickups, newest first, 20 per page.
@@ -114,7 +68,7 @@ pub async fn list(
     Query(paging): Query<PageParams>,
 ) -> Result<HttpResponse> {
     let branch_id = caller.branch_scope(q.branch_id)?;
-    let status = status_filter(q.status.as_deref())?;
+    let status = will_call::status_filter(q.status.as_deref())?;
     let page = paging.resolve(20)?;
     let client = state.pool.get().await?;
     let (items, total) = will_call::list(&client, branch_id, status.as_deref(), page).await?;

@@ -196,38 +196,10 @@ impl Modify for CommonResponses {
 /// case-insensitive patterns where the handler trims and folds case.
 struct RequestRules;
 
-/// A pattern matching `words` in any case, surrounded by optional blanks.
-fn any_case(words: &[&str]) -> String {
-    let alternatives: Vec<String> = words
-        .iter()
-        .map(|w| {
-            w.chars()
-                .map(|c| {
-                    if c.is_ascii_alphabetic() {
-                        format!("[{}{}]", c.to_ascii_uppercase(), c.to_ascii_lowercase())
-                    } else {
-                        c.to_string()
-                    }
-                })
-                .collect()
-        })
-        .collect();
-    format!("^\\s*({})\\s*$", alternatives.join("|"))
-}
-
-/// A pattern matching exactly one of `words`, nothing around it.
-fn exactly(words: &[&str]) -> String {
-    format!("^({})$", words.join("|"))
-}
-
-/// A pattern matching exactly `words`, surrounded by optional blanks.
-fn trimmed(words: &[&str]) -> String {
-    format!("^\\s*({})\\s*$", words.join("|"))
-}
-
 impl Modify for RequestRules {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        use crate::http::stockcount;
+        use domain::input::{any_case, exactly, trimmed};
+        use domain::stock::count as stockcount;
         use domain::{coupons, input, prescriptions, printing, sales, stock};
         use serde_json::{json, Value};
 

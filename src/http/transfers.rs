@@ -2,7 +2,6 @@
 //! on the source branch's actor, receiving on the destination's.
 
 use actix_web::{web, HttpResponse};
-use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -11,9 +10,9 @@ use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, Query};
 use crate::state::AppState;
 use domain::error::Problem;
-use domain::stock::transfers::{self, CancelTransfer, CreateTransfer, ReceiveTransfer, Transfer};
+use domain::stock::transfers::{self, CancelTransfer, ReceiveTransfer, Transfer, TransferCreate};
 use domain::window::DateWindow;
-use domain::{input, Action, Error, Result};
+use domain::{Action, Error, Result};
 
 use actix_web::{get, post};
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -24,21 +23,6 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(get)
         .service(receive)
         .service(cancel);
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct TransferCreate {
-    #[schema(value_type = String, format = Uuid)]
-    pub medicine_id: Uuid,
-    /// A non-admin may only send from its own branch.
-    #[schema(value_type = String, format = Uuid)]
-    pub from_branch_id: Uuid,
-    #[schema(value_type = String, format = Uuid)]
-    pub to_branch_id: Uuid,
-    /// Whole units, more than 0.
-    #[schema(value_type = f64, minimum = 1)]
-    pub qty: Decimal,
-    pub notes: Option<String>,
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -97,20 +81,7 @@ pub async fn create(
             "You can only send stock from your own branch.",
         ));
     }
-    let cmd = CreateTransfer {
-        medicine_id: body.medicine_id,
-        from_branch_id: body.from_branch_id,
-        to_branch_id: body.to_branch_id,
-        qty: input::quantity("qty", body.qty)?,
-        notes: input::multiline("notes", body.notes.as_deref().unwrap_or(""), 1000)?,
-        user_id: caller.user_id,
-    };
-    if cmd.from_branch_id == cmd.to_branch_id {
-        return Err(Error::validation(
-            "to_branch_id",
-            "A transfer must go to a different branch.",
-        ));
-    }
+    let cmd = body.validate(caller.user_id)?;
     let transfer = state.actors.branch(cmd.from_branch_id, cmd).await?;
     Ok(HttpResponse::Created().json(transfer))
 }

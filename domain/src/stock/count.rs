@@ -2,17 +2,95 @@
 //! ledger. One transaction per count; a surplus lands on the newest batch,
 //! a shortfall drains the oldest batches first, each as an `ADJUST` movement.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
 use sea_query::{Expr, ExprTrait, Query};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::db::{self, Pool};
 use crate::error::{Error, Result};
+use crate::input;
 use crate::stock::{self, Kind, Movement};
 use actors::runtime::Command;
+
+/// Most lines one stock count may carry.
+pub const MAX_ITEMS: usize = 2000;
+
+/// Longest note on one counted line.
+pub const MAX_LINE_NOTES: usize = 500;
+
+/// A stock count as a client sends it.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CountRequest {
+    /// Required, non-empty; each medicine at most once.
+    pub items: Option<Vec<CountRequestItem>>,
+    /// Admins only: count on another branch.
+    #[schema(value_type = Option<String>, format = Uuid)]
+    pub branch_id: Option<Uuid>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CountRequestItem {
+    #[schema(value_type = String, format = Uuid)]
+    pub medicine_id: Uuid,
+    /// Units on the shelf: a whole number, 0 or more.
+    #[schema(value_type = f64, minimum = 0)]
+    pub counted_quantity: Decimal,
+    pub notes: Option<String>,
+}
+
+impl CountRequest {
+    /// Checks the shape of the count; medicines are checked in the
+    /// transaction.
+    pub fn lines(self) -> Result<Vec<CountLine>> {
+        lines(self.items)
+    }
+}
+
+fn lines(items: Option<Vec<CountRequestItem>>) -> Result<Vec<CountLine>> {
+    let items = items.unwrap_or_default();
+    if items.is_empty() {
+        return Err(Error::validation(
+            "items",
+            "A stock count needs at least one item.",
+        ));
+    }
+    if items.len() > MAX_ITEMS {
+        return Err(Error::validation(
+            "items",
+            format!("A stock count may have at most {MAX_ITEMS} items."),
+        ));
+    }
+    let mut seen: HashMap<Uuid, usize> = HashMap::new();
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        if let Some(first) = seen.insert(item.medicine_id, i) {
+            return Err(Error::validation(
+                format!("items[{i}].medicine_id"),
+                format!("This medicine is already counted in items[{first}]."),
+            ));
+        }
+        out.push(CountLine {
+            index: i,
+            medicine_id: item.medicine_id,
+            counted_quantity: input::whole(
+                &format!("items[{i}].counted_quantity"),
+                item.counted_quantity,
+                0,
+            )?,
+            notes: input::multiline(
+                &format!("items[{i}].notes"),
+                item.notes.as_deref().unwrap_or(""),
+                MAX_LINE_NOTES,
+            )?,
+        });
+    }
+    Ok(out)
+}
 
 /// One counted medicine; `index` is its position in the request, for errors.
 #[derive(Debug, Clone)]

@@ -16,12 +16,14 @@ use chrono::{DateTime, NaiveDate, Utc};
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
 use sea_query::{Expr, ExprTrait, JoinType, LockType, Order, Query, SelectStatement};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio_postgres::Row;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::db::{self, Pool};
 use crate::error::{Error, Result};
+use crate::input;
 use crate::stock::{self, Kind, Movement, NewBatch};
 use crate::wire;
 use actors::runtime::Command;
@@ -194,8 +196,50 @@ pub async fn list<C: GenericClient + Sync>(c: &C, f: &ListFilter) -> Result<Vec<
         .collect())
 }
 
-/// `POST /transfers` through the source branch's actor. Validated by the
-/// caller except for what needs the database.
+/// `POST /transfers` as a client sends it.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct TransferCreate {
+    #[schema(value_type = String, format = Uuid)]
+    pub medicine_id: Uuid,
+    /// A non-admin may only send from its own branch.
+    #[schema(value_type = String, format = Uuid)]
+    pub from_branch_id: Uuid,
+    #[schema(value_type = String, format = Uuid)]
+    pub to_branch_id: Uuid,
+    /// Whole units, more than 0.
+    #[schema(value_type = f64, minimum = 1)]
+    pub qty: Decimal,
+    pub notes: Option<String>,
+}
+
+/// Longest note on a transfer.
+pub const MAX_NOTES: usize = 1000;
+
+impl TransferCreate {
+    /// Checks the shape of the transfer; stock and branches are checked in
+    /// the transaction.
+    pub fn validate(self, user_id: Uuid) -> Result<CreateTransfer> {
+        let qty = input::quantity("qty", self.qty)?;
+        let notes = input::multiline("notes", self.notes.as_deref().unwrap_or(""), MAX_NOTES)?;
+        if self.from_branch_id == self.to_branch_id {
+            return Err(Error::validation(
+                "to_branch_id",
+                "A transfer must go to a different branch.",
+            ));
+        }
+        Ok(CreateTransfer {
+            medicine_id: self.medicine_id,
+            from_branch_id: self.from_branch_id,
+            to_branch_id: self.to_branch_id,
+            qty,
+            notes,
+            user_id,
+        })
+    }
+}
+
+/// `POST /transfers` through the source branch's actor, validated
+/// (`TransferCreate::validate`) except for what needs the database.
 pub struct CreateTransfer {
     pub medicine_id: Uuid,
     pub from_branch_id: Uuid,

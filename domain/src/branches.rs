@@ -82,6 +82,14 @@ fn select() -> SelectStatement {
     Query::select().columns(COLUMNS).from("branches").to_owned()
 }
 
+/// The live branch a request's `branch_id` names: 400 naming the field
+/// when there is none.
+pub async fn named<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Branch> {
+    get(c, id)
+        .await?
+        .ok_or_else(|| Error::validation("branch_id", "`branch_id` names no branch."))
+}
+
 /// A live (not deleted) branch by id.
 pub async fn get<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<Branch>> {
     let q = select()

@@ -60,9 +60,7 @@ pub async fn open(
         domain::input::amount("opening_float", body.opening_float.unwrap_or_default())?;
     if body.branch_id.is_some() {
         let client = state.pool.get().await?;
-        domain::branches::get(&client, branch_id)
-            .await?
-            .ok_or_else(|| Error::validation("branch_id", "`branch_id` names no branch."))?;
+        domain::branches::named(&client, branch_id).await?;
     }
     let session = state
         .actors

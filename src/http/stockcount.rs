@@ -8,7 +8,7 @@ use crate::http::extract::Json;
 use crate::state::AppState;
 use domain::error::Problem;
 use domain::stock::count::{CountRequest, CountResult, SubmitCount};
-use domain::{Action, Error, Result};
+use domain::{Action, Result};
 
 use actix_web::post;
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -37,9 +37,7 @@ pub async fn submit(
     let lines = body.lines()?;
     if named_branch {
         let client = state.pool.get().await?;
-        domain::branches::get(&client, branch_id)
-            .await?
-            .ok_or_else(|| Error::validation("branch_id", "`branch_id` names no branch."))?;
+        domain::branches::named(&client, branch_id).await?;
     }
     let result = state
         .actors

@@ -58,9 +58,7 @@ fn sent<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> 
 async fn write_branch(pool: &Pool, acting: &Acting, named: Option<Uuid>) -> Result<Uuid> {
     let branch_id = acting.branch_scope(named)?;
     let client = pool.get().await?;
-    branches::get(&client, branch_id)
-        .await?
-        .ok_or_else(|| Error::validation("branch_id", "`branch_id` names no branch."))?;
+    branches::named(&client, branch_id).await?;
     Ok(branch_id)
 }
 

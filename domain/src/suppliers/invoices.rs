@@ -359,9 +359,7 @@ pub async fn record(pool: &Pool, acting: &Acting, body: InvoiceRequest) -> Resul
     let notes = input::multiline("notes", body.notes.as_deref().unwrap_or(""), 1000)?;
     let client = pool.get().await?;
     if body.branch_id.is_some() {
-        branches::get(&client, branch_id)
-            .await?
-            .ok_or_else(|| Error::validation("branch_id", "`branch_id` names no branch."))?;
+        branches::named(&client, branch_id).await?;
     }
     let new = NewInvoice {
         supplier_id,

@@ -113,9 +113,7 @@ fn duplicate_email(e: Error) -> Error {
 }
 
 async fn live_branch<C: GenericClient + Sync>(client: &C, id: Uuid) -> Result<()> {
-    branches::get(client, id)
-        .await?
-        .ok_or_else(|| Error::validation("branch_id", "`branch_id` names no branch."))?;
+    branches::named(client, id).await?;
     Ok(())
 }
 

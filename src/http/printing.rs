@@ -62,8 +62,7 @@ pub async fn list_printers(
 ) -> Result<HttpResponse> {
     let branch_id = caller.branch_scope(q.branch_id)?;
     let client = state.pool.get().await?;
-    let rows = printing::list(&client, Kind::Printer, branch_id).await?;
-    let items: Vec<Printer> = rows.iter().map(Printer::from_row).collect();
+    let items = printing::printers(&client, branch_id).await?;
     let total = items.len() as i64;
     Ok(HttpResponse::Ok().json(PrinterList { items, total }))
 }
@@ -160,8 +159,7 @@ pub async fn list_templates(
 ) -> Result<HttpResponse> {
     let branch_id = caller.branch_scope(q.branch_id)?;
     let client = state.pool.get().await?;
-    let rows = printing::list(&client, Kind::Template, branch_id).await?;
-    let items: Vec<ReceiptTemplate> = rows.iter().map(ReceiptTemplate::from_row).collect();
+    let items = printing::templates(&client, branch_id).await?;
     let total = items.len() as i64;
     Ok(HttpResponse::Ok().json(TemplateList { items, total }))
 }

@@ -183,8 +183,23 @@ fn select(kind: Kind) -> SelectStatement {
         .to_owned()
 }
 
+/// A branch's live printers, the default first, then by name.
+pub async fn printers<C: GenericClient + Sync>(c: &C, branch_id: Uuid) -> Result<Vec<Printer>> {
+    let rows = list(c, Kind::Printer, branch_id).await?;
+    Ok(rows.iter().map(Printer::from_row).collect())
+}
+
+/// A branch's live receipt templates, the default first, then by name.
+pub async fn templates<C: GenericClient + Sync>(
+    c: &C,
+    branch_id: Uuid,
+) -> Result<Vec<ReceiptTemplate>> {
+    let rows = list(c, Kind::Template, branch_id).await?;
+    Ok(rows.iter().map(ReceiptTemplate::from_row).collect())
+}
+
 /// A branch's live rows, the default first, then by name.
-pub async fn list<C: GenericClient + Sync>(c: &C, kind: Kind, branch_id: Uuid) -> Result<Vec<Row>> {
+async fn list<C: GenericClient + Sync>(c: &C, kind: Kind, branch_id: Uuid) -> Result<Vec<Row>> {
     let q = select(kind)
         .and_where(Expr::col("branch_id").eq(branch_id))
         .order_by("is_default", Order::Desc)
@@ -194,7 +209,11 @@ pub async fn list<C: GenericClient + Sync>(c: &C, kind: Kind, branch_id: Uuid) -
     db::fetch_all(c, &q).await
 }
 
-pub async fn get<C: GenericClient + Sync>(c: &C, kind: Kind, id: Uuid) -> Result<Option<Row>> {
+pub(crate) async fn get<C: GenericClient + Sync>(
+    c: &C,
+    kind: Kind,
+    id: Uuid,
+) -> Result<Option<Row>> {
     let q = select(kind).and_where(Expr::col("id").eq(id)).to_owned();
     db::fetch_opt(c, &q).await
 }

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::{get, insert, revoke_refresh_tokens, update, NewUser, User};
+use super::{get, insert, revoke_refresh_tokens, update, NewUser, User, UserPatch};
 use crate::db::Pool;
 use crate::sync::changes::Op;
 use crate::users::passwords;
@@ -171,35 +171,27 @@ pub async fn update_user(pool: &Pool, acting: &Acting, id: Uuid, body: UserUpdat
             "You cannot change your own role or deactivate yourself.",
         ));
     }
-    let mut pairs: Vec<(&'static str, sea_query::Value)> = Vec::new();
-    if let Some(e) = &body.email {
-        pairs.push(("email", email(e)?.into()));
-    }
-    if let Some(n) = &body.full_name {
-        pairs.push(("full_name", full_name(n)?.into()));
-    }
-    if let Some(p) = &body.phone {
-        pairs.push(("phone", phone(p)?.into()));
-    }
-    if let Some(r) = body.role {
-        pairs.push(("role", r.as_str().into()));
-    }
+    let mut patch = UserPatch {
+        email: body.email.as_deref().map(email).transpose()?,
+        full_name: body.full_name.as_deref().map(full_name).transpose()?,
+        phone: body.phone.as_deref().map(phone).transpose()?,
+        role: body.role,
+        branch_id: body.branch_id,
+        is_active: body.is_active,
+        ..UserPatch::default()
+    };
     if let Some(b) = body.branch_id {
         live_branch(&client, b).await?;
-        pairs.push(("branch_id", b.into()));
-    }
-    if let Some(a) = body.is_active {
-        pairs.push(("is_active", a.into()));
     }
     if let Some(p) = body.password.clone() {
         passwords::validate_new(&p)?;
-        pairs.push(("password_hash", passwords::hash_blocking(p).await?.into()));
+        patch.password_hash = Some(passwords::hash_blocking(p).await?);
     }
-    if pairs.is_empty() {
+    if patch.is_empty() {
         return Err(Error::bad_request("No fields to update"));
     }
     let tx = client.transaction().await?;
-    let user = update(&tx, id, pairs, Op::Update)
+    let user = update(&tx, id, &patch, Op::Update)
         .await
         .map_err(duplicate_email)?
         .ok_or_else(|| Error::not_found("User not found"))?;
@@ -236,8 +228,12 @@ pub async fn deactivate_user(pool: &Pool, acting: &Acting, id: Uuid) -> Result<(
         .ok_or_else(|| Error::not_found("User not found"))?;
     may_manage(acting, before.branch_id, before.role)?;
     let tx = client.transaction().await?;
-    let pairs = vec![("is_active", false.into()), ("is_deleted", true.into())];
-    let user = update(&tx, id, pairs, Op::Delete)
+    let patch = UserPatch {
+        is_active: Some(false),
+        is_deleted: Some(true),
+        ..UserPatch::default()
+    };
+    let user = update(&tx, id, &patch, Op::Delete)
         .await?
         .ok_or_else(|| Error::not_found("User not found"))?;
     revoke_refresh_tokens(&tx, id).await?;

@@ -308,21 +308,82 @@ pub async fn insert<C: GenericClient + Sync>(tx: &C, u: NewUser) -> Result<User>
     Ok(user)
 }
 
-/// Sets the given columns on a live user; `None` when there is none.
+/// The columns of `users` an update may set.
+#[derive(sea_query::Iden, Clone, Copy, Debug)]
+enum Users {
+    Table,
+    Id,
+    Email,
+    FullName,
+    Phone,
+    Role,
+    BranchId,
+    IsActive,
+    IsDeleted,
+    PasswordHash,
+    Rev,
+    UpdatedAt,
+}
+
+/// What an update of a user changes: each field given is set, the others
+/// stay as they are. Values arrive checked (`manage` checks them).
+#[derive(Debug, Default, Clone)]
+pub struct UserPatch {
+    pub email: Option<String>,
+    pub full_name: Option<String>,
+    pub phone: Option<String>,
+    pub role: Option<Role>,
+    pub branch_id: Option<Uuid>,
+    pub is_active: Option<bool>,
+    pub is_deleted: Option<bool>,
+    pub password_hash: Option<String>,
+}
+
+impl UserPatch {
+    /// The patch changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.values().is_empty()
+    }
+
+    fn values(&self) -> Vec<(Users, Expr)> {
+        let mut out: Vec<(Users, Expr)> = Vec::new();
+        let mut set = |col: Users, v: Option<sea_query::Value>| {
+            if let Some(v) = v {
+                out.push((col, Expr::val(v)));
+            }
+        };
+        set(Users::Email, self.email.clone().map(Into::into));
+        set(Users::FullName, self.full_name.clone().map(Into::into));
+        set(Users::Phone, self.phone.clone().map(Into::into));
+        set(Users::Role, self.role.map(|r| r.as_str().into()));
+        set(Users::BranchId, self.branch_id.map(Into::into));
+        set(Users::IsActive, self.is_active.map(Into::into));
+        set(Users::IsDeleted, self.is_deleted.map(Into::into));
+        set(
+            Users::PasswordHash,
+            self.password_hash.clone().map(Into::into),
+        );
+        out
+    }
+}
+
+/// Applies `patch` to a live user, with a new rev; `None` when there is
+/// none.
 pub async fn update<C: GenericClient + Sync>(
     tx: &C,
     id: Uuid,
-    mut pairs: Vec<(&'static str, sea_query::Value)>,
+    patch: &UserPatch,
     op: Op,
 ) -> Result<Option<User>> {
     let rev = changes::allocate(tx).await?;
-    pairs.push(("rev", rev.into()));
-    pairs.push(("updated_at", Utc::now().into()));
+    let mut values = patch.values();
+    values.push((Users::Rev, Expr::val(rev)));
+    values.push((Users::UpdatedAt, Expr::val(Utc::now())));
     let q = Query::update()
-        .table("users")
-        .values(pairs.into_iter().map(|(c, v)| (c, Expr::val(v))))
-        .and_where(Expr::col("id").eq(id))
-        .and_where(Expr::col("is_deleted").eq(false))
+        .table(Users::Table)
+        .values(values)
+        .and_where(Expr::col(Users::Id).eq(id))
+        .and_where(Expr::col(Users::IsDeleted).eq(false))
         .returning(Query::returning().columns(COLUMNS))
         .to_owned();
     let Some(row) = db::fetch_opt(tx, &q).await? else {

@@ -2,19 +2,15 @@
 //! Payments go through the branch actor of the branch taking them.
 
 use actix_web::{web, HttpResponse};
-use rust_decimal::Decimal;
 use serde::Deserialize;
-use utoipa::ToSchema;
-use uuid::Uuid;
 
 use crate::auth::{Caller, Signed};
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::customers::committed;
 use domain::customers::{self, CustomerWrite};
-use domain::customers::{CustomerView, LedgerRow, PaymentReceipt, RecordPayment};
+use domain::customers::{CustomerView, LedgerRow, PaymentReceipt, PaymentRequest, Taker};
 use domain::error::Problem;
-use domain::input;
 use domain::{Action, Error, Result};
 
 use actix_web::{delete, get, post, put};
@@ -156,22 +152,6 @@ pub async fn ledger(
     Ok(HttpResponse::Ok().json(Paged::new(items, total, page)))
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct PaymentRequest {
-    /// More than 0 and at most the current balance.
-    #[schema(value_type = f64)]
-    pub amount: Decimal,
-    pub notes: Option<String>,
-    /// Admins only: the branch taking the payment (default their own).
-    #[schema(value_type = Option<String>, format = Uuid)]
-    pub branch_id: Option<Uuid>,
-    /// The client's id for this payment: a retry with the same id answers
-    /// the first receipt (200, `Idempotent-Replay: true`) and pays nothing;
-    /// the same id with another amount is 409.
-    #[schema(min_length = 1, max_length = 200)]
-    pub client_mutation_id: Option<String>,
-}
-
 /// Records a payment against the balance in one transaction.
 #[utoipa::path(tag = "customers", security(("bearer" = [])),
     params(("id" = String, Path)), request_body = PaymentRequest,
@@ -197,24 +177,10 @@ pub async fn pay(
         caller.require(Action::TakeCustomerPayment)?;
         let customer_id = path_id(&id, "Customer")?;
         let branch_id = caller.branch_scope(body.branch_id)?;
-        // Sign and size are judged against the balance in the transaction, so the
-        // refusal can name both figures; here only the form.
-        input::amount("amount", body.amount.abs())?;
-        Ok(RecordPayment {
+        body.validate(Taker {
             customer_id,
             branch_id,
-            amount: body.amount.normalize(),
-            notes: input::multiline(
-                "notes",
-                body.notes.as_deref().unwrap_or_default(),
-                input::max::NOTES,
-            )?,
             user_id: caller.user_id,
-            client_mutation_id: body
-                .client_mutation_id
-                .clone()
-                .map(|c| input::required_text("client_mutation_id", &c, 200))
-                .transpose()?,
             signer: Some(signed.signer()),
         })
     })();

@@ -5,6 +5,7 @@ mod balance;
 pub mod committed;
 mod payments;
 mod records;
+mod request;
 
 pub use balance::{
     charge, get, pay, refund, Customer, CustomerView, LedgerRow, PaymentReceipt, RecordPayment,
@@ -14,3 +15,4 @@ pub use payments::{PaymentDesk, Payments};
 pub use records::{
     check_credit_edit, create, edit, fields, insert, ledger, list, remove, CustomerWrite, Fields,
 };
+pub use request::{PaymentRequest, Taker};

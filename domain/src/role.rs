@@ -105,6 +105,7 @@ pub enum Action {
     ReadTransfers,
     WriteCoupons,
     ReadReports,
+    ReadStockValue,
     VerifyInvoiceChain,
     ReadAuditLog,
     ManageUsers,
@@ -127,7 +128,7 @@ use Role::{
 
 impl Action {
     /// Every action, in the order of docs/roles.md's role matrix.
-    pub const ALL: [Action; 36] = [
+    pub const ALL: [Action; 37] = [
         Action::Sell,
         Action::OverridePrice,
         Action::ReturnSale,
@@ -151,6 +152,7 @@ impl Action {
         Action::ReadTransfers,
         Action::WriteCoupons,
         Action::ReadReports,
+        Action::ReadStockValue,
         Action::VerifyInvoiceChain,
         Action::ReadAuditLog,
         Action::ManageUsers,
@@ -198,6 +200,7 @@ impl Action {
             }
             Action::ReadTransfers => &[A, BM, IM, AU],
             Action::ReadReports | Action::VerifyInvoiceChain => &[A, BM, AU],
+            Action::ReadStockValue => &[A, BM, IM, AU],
             Action::ReadAuditLog => &[A, AU],
             Action::Push => &[A, C],
             Action::ManageAdminUsers
@@ -247,7 +250,10 @@ impl Action {
             Action::ManageTransfers => "create, receive or cancel a transfer",
             Action::ReadTransfers => "read transfers",
             Action::WriteCoupons => "create a coupon",
-            Action::ReadReports => "read reports (`/reports/*`)",
+            Action::ReadReports => "read reports (`/reports/*`, but the two below)",
+            Action::ReadStockValue => {
+                "read stock value and margins (`/reports/stock-valuation`, `/reports/margins`)"
+            }
             Action::VerifyInvoiceChain => "verify the invoice chain (`GET /sales/verify-chain`)",
             Action::ReadAuditLog => "read the audit log",
             Action::ManageUsers => "list, create, edit, delete users; read another user",
@@ -323,6 +329,7 @@ mod tests {
                     matches!(
                         a,
                         Action::ReadReports
+                            | Action::ReadStockValue
                             | Action::VerifyInvoiceChain
                             | Action::ReadAuditLog
                             | Action::ReadTransfers

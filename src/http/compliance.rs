@@ -116,13 +116,7 @@ pub(crate) async fn scope(
 ) -> Result<(Scope, bool)> {
     let window = DateWindow::parse(q.from_date.as_deref(), q.to_date.as_deref())?;
     let branch_id = caller.branch_filter(q.branch_id)?;
-    let csv = match q.format.as_deref().map(str::trim) {
-        None | Some("") | Some("json") => wants_csv(req),
-        Some("csv") => true,
-        Some(_) => {
-            return Err(Error::validation("format", "`format` must be json or csv."));
-        }
-    };
+    let csv = csv_wanted(req, q.format.as_deref())?;
     let client = books::connect(&state.reads()).await?;
     // A page is bounded by its size; an export is every row of the window,
     // so its window is closed and at most `MAX_WINDOW_DAYS` long.
@@ -133,6 +127,16 @@ pub(crate) async fn scope(
         window.bounds(&client).await?
     };
     Ok((Scope { branch_id, bounds }, csv))
+}
+
+/// Whether a CSV answer was asked for: `format=csv`, or `Accept: text/csv`
+/// without a `format`; 400 for another format than json or csv.
+pub(crate) fn csv_wanted(req: &HttpRequest, format: Option<&str>) -> Result<bool> {
+    match format.map(str::trim) {
+        None | Some("") | Some("json") => Ok(wants_csv(req)),
+        Some("csv") => Ok(true),
+        Some(_) => Err(Error::validation("format", "`format` must be json or csv.")),
+    }
 }
 
 fn wants_csv(req: &HttpRequest) -> bool {

@@ -30,6 +30,7 @@ pub mod sales;
 pub mod scan;
 pub mod sessions;
 pub mod settings;
+pub mod stock_value;
 pub mod stockcount;
 pub mod supplier_finance;
 pub mod suppliers;
@@ -91,6 +92,7 @@ pub fn configure_api(cfg: &mut ServiceConfig) {
     audit_log::configure(cfg);
     dashboard::configure(cfg);
     reports::configure(cfg);
+    stock_value::configure(cfg);
     returns::configure(cfg);
     write_offs::configure(cfg);
     ops::configure(cfg);

@@ -31,6 +31,12 @@ const ADMIN: &[Role] = &[Role::Admin];
 const MANAGERS: &[Role] = &[Role::Admin, Role::BranchManager];
 const CATALOGUE: &[Role] = &[Role::Admin, Role::BranchManager, Role::InventoryManager];
 const REPORTS: &[Role] = &[Role::Admin, Role::BranchManager, Role::Auditor];
+const STOCK_VALUE: &[Role] = &[
+    Role::Admin,
+    Role::BranchManager,
+    Role::InventoryManager,
+    Role::Auditor,
+];
 const SELLERS: &[Role] = &[
     Role::Admin,
     Role::BranchManager,
@@ -439,6 +445,8 @@ fn isolation_cases(w: &World) -> Vec<Case> {
         "/reports/inventory",
         "/reports/purchases",
         "/reports/vat",
+        "/reports/stock-valuation",
+        "/reports/margins",
         "/audit-log",
         "/compliance/devices",
         "/compliance/prescription-book",
@@ -775,6 +783,8 @@ async fn a_branch_users_reads_carry_nothing_of_another_branch() {
         ("/reports/inventory", REPORTS),
         ("/reports/purchases", REPORTS),
         ("/reports/vat", REPORTS),
+        ("/reports/stock-valuation", STOCK_VALUE),
+        ("/reports/margins", STOCK_VALUE),
         ("/dashboard/branch-comparison", ALL),
         ("/dashboard/summary", ALL),
         ("/sync/snapshot", ALL),
@@ -1156,6 +1166,8 @@ fn role_rules() -> Vec<Rule> {
         rule(M::GET, "/reports/inventory", none(), REPORTS),
         rule(M::GET, "/reports/purchases", none(), REPORTS),
         rule(M::GET, "/reports/vat", none(), REPORTS),
+        rule(M::GET, "/reports/stock-valuation", none(), STOCK_VALUE),
+        rule(M::GET, "/reports/margins", none(), STOCK_VALUE),
         // Every signed-in user changes its own password (a wrong current
         // one here: 400, nothing changes).
         rule(

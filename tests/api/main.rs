@@ -54,6 +54,7 @@ mod second_review;
 mod seed;
 mod sessions;
 mod settings;
+mod stock_value;
 mod stockcount;
 mod supplier_finance;
 mod supplier_invoices;

@@ -353,6 +353,10 @@ fn probes(action: Action) -> Vec<Probe> {
             probe(M::GET, "/reports/purchases", None),
             probe(M::GET, "/reports/vat", None),
         ],
+        Action::ReadStockValue => vec![
+            probe(M::GET, "/reports/stock-valuation", None),
+            probe(M::GET, "/reports/margins", None),
+        ],
         Action::VerifyInvoiceChain => vec![probe(M::GET, "/sales/verify-chain", None)],
         Action::ReadAuditLog => vec![probe(M::GET, "/audit-log", None)],
         Action::ManageUsers => vec![

@@ -22,16 +22,26 @@ pub async fn connect(reads: &Reads<'_>) -> Result<Object> {
 }
 
 mod inventory;
+mod margins;
 mod pharmacist;
 mod purchases;
 mod sales;
+mod valuation;
 mod vat;
 
 pub use inventory::{inventory, InventoryReport};
+pub use margins::{margins, MarginReport, MarginRow};
 pub use pharmacist::{by_pharmacist, PharmacistReport};
 pub use purchases::{purchases, PurchasesReport};
 pub use sales::{sales, SalesReport};
+pub use valuation::{stock_valuation, StockValuation, ValuationRow};
 pub use vat::{vat, VatReport};
+
+/// The `group_by` checks of the valuation and margins reports.
+pub mod grouping {
+    pub use super::margins::{group_by as margins, GROUP_BY as MARGINS};
+    pub use super::valuation::{group_by as valuation, GROUP_BY as VALUATION};
+}
 
 /// The default report window: the last 30 days up to today (Limits).
 pub const DEFAULT_WINDOW_DAYS: i64 = 30;

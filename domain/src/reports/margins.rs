@@ -1,0 +1,147 @@
+//! Margins: revenue net of VAT and of credit notes, the cost of what was
+//! sold at its batches' cost (less what returns put back on the shelf),
+//! and the gross margin, per medicine, category or day.
+
+use chrono::NaiveDate;
+use deadpool_postgres::GenericClient;
+use rust_decimal::Decimal;
+use serde::Serialize;
+use tokio_postgres::Row;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::{first, ratio_pct, Scope};
+use crate::error::{Error, Result};
+use crate::{db, wire};
+
+/// How margins are grouped.
+pub const GROUP_BY: [&str; 3] = ["medicine", "category", "day"];
+
+/// One group's (or the window's) figures.
+#[derive(Debug, Default, Clone, Serialize, ToSchema)]
+pub struct MarginRow {
+    /// The medicine's id, the category (empty for none) or the day
+    /// (`YYYY-MM-DD`, organisation time zone); empty on the totals.
+    pub key: String,
+    /// The medicine's name, the category or the day.
+    pub name: String,
+    /// Sales net of VAT, less the credit notes issued in the window.
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String)]
+    pub revenue: Decimal,
+    /// Batch cost of the units sold, less the cost of units returns put
+    /// back on the shelf in the window.
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String)]
+    pub cost_of_goods_sold: Decimal,
+    /// `revenue − cost_of_goods_sold`.
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String)]
+    pub gross_margin: Decimal,
+    /// `100 × gross_margin / revenue`, one decimal; 0 when revenue is 0.
+    #[serde(serialize_with = "super::decimal_num")]
+    #[schema(value_type = f64)]
+    pub margin_pct: Decimal,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MarginReport {
+    #[schema(value_type = String, format = Date)]
+    pub from_date: NaiveDate,
+    #[schema(value_type = String, format = Date)]
+    pub to_date: NaiveDate,
+    #[schema(value_type = Option<String>)]
+    pub branch_id: Option<Uuid>,
+    /// `medicine`, `category` or `day`.
+    pub group_by: String,
+    /// Highest revenue first (by day: oldest first).
+    pub items: Vec<MarginRow>,
+    pub totals: MarginRow,
+}
+
+/// `group_by` checked: `medicine` (the default), `category` or `day`.
+pub fn group_by(raw: Option<&str>) -> Result<String> {
+    let g = raw
+        .map(str::trim)
+        .filter(|g| !g.is_empty())
+        .unwrap_or("medicine");
+    let g = g.to_lowercase();
+    if !GROUP_BY.contains(&g.as_str()) {
+        return Err(Error::validation(
+            "group_by",
+            "`group_by` must be medicine, category or day.",
+        ));
+    }
+    Ok(g)
+}
+
+/// The window's margins, grouped as `group`. Sale lines count on the day
+/// they were sold, credit notes on the day they were issued.
+pub async fn margins<C: GenericClient + Sync>(
+    c: &C,
+    s: &Scope<'_>,
+    group: &str,
+) -> Result<MarginReport> {
+    let w = s.window;
+    let (start, end, tz, branch, group_text) =
+        (w.start, w.end, w.tz.clone(), s.branch, group.to_owned());
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"WITH lines AS (
+               SELECT i.medicine_id, i.sold_at AS at, i.line_total - i.vat_amount AS revenue,
+                      i.quantity * i.cost_at_sale AS cost
+               FROM sale_items i
+               WHERE i.sold_at >= {start} AND i.sold_at < {end}
+                 AND ({branch}::uuid IS NULL OR i.branch_id = {branch})
+               UNION ALL
+               SELECT ri.medicine_id, r.issued_at, -(ri.line_total - ri.vat_amount),
+                      CASE WHEN ri.restocked THEN -ri.quantity * i.cost_at_sale ELSE 0 END
+               FROM sale_returns r
+               JOIN sale_return_items ri ON ri.return_id = r.id
+               JOIN sale_items i ON i.id = ri.sale_item_id
+               WHERE r.status = 'issued' AND r.issued_at >= {start} AND r.issued_at < {end}
+                 AND ({branch}::uuid IS NULL OR r.branch_id = {branch})),
+           keyed AS (
+               SELECT CASE {group_text}
+                        WHEN 'category' THEN coalesce(m.category, '')
+                        WHEN 'day' THEN to_char(l.at AT TIME ZONE {tz}, 'YYYY-MM-DD')
+                        ELSE m.id::text END AS key,
+                      CASE {group_text}
+                        WHEN 'category' THEN coalesce(m.category, '')
+                        WHEN 'day' THEN to_char(l.at AT TIME ZONE {tz}, 'YYYY-MM-DD')
+                        ELSE m.name END AS name,
+                      l.revenue, l.cost
+               FROM lines l JOIN medicines m ON m.id = l.medicine_id)
+           SELECT grouping(key), key, name, coalesce(round(sum(revenue), 2), 0),
+                  coalesce(round(sum(cost), 2), 0)
+           FROM keyed
+           GROUP BY GROUPING SETS ((key, name), ())
+           ORDER BY 1 DESC,
+                    CASE WHEN {group_text} = 'day' THEN key END,
+                    4 DESC, 3, 2"#
+    );
+    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    let row = |r: &Row| {
+        let (revenue, cost): (Decimal, Decimal) = (r.get(3), r.get(4));
+        MarginRow {
+            key: r.get::<_, Option<String>>(1).unwrap_or_default(),
+            name: r.get::<_, Option<String>>(2).unwrap_or_default(),
+            revenue,
+            cost_of_goods_sold: cost,
+            gross_margin: revenue - cost,
+            margin_pct: ratio_pct(revenue - cost, revenue),
+        }
+    };
+    Ok(MarginReport {
+        from_date: w.from,
+        to_date: w.to,
+        branch_id: s.branch,
+        group_by: group.to_owned(),
+        totals: row(first(&rows)?),
+        items: rows
+            .iter()
+            .filter(|r| r.get::<_, i32>(0) == 0)
+            .map(row)
+            .collect(),
+    })
+}

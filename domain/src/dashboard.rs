@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use chrono::{Duration, NaiveDate};
+use chrono::{Datelike, Duration, NaiveDate};
 use deadpool_postgres::GenericClient;
 use rust_decimal::prelude::ToPrimitive;
 use rust_decimal::Decimal;
@@ -14,8 +14,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::replica::Reads;
-use crate::reports::{decimal_num, ratio_pct};
-use crate::window::ReportWindow;
+use crate::reports::{self, decimal_num, ratio_pct, Scope};
+use crate::window::{DateWindow, ReportWindow};
 use crate::{db, wire, Result};
 use deadpool_postgres::Object;
 
@@ -74,6 +74,16 @@ pub struct Summary {
     pub expired_count: i64,
     /// Active, not deleted medicines of the catalogue.
     pub total_medicines: i64,
+    /// Stock on hand valued at batch cost (decimal string); null for roles
+    /// that may not read stock value.
+    #[serde(serialize_with = "wire::money_str_opt")]
+    #[schema(value_type = Option<String>)]
+    pub stock_value: Option<Decimal>,
+    /// This month's gross margin so far (`/reports/margins` from the
+    /// month's first day to today); null as `stock_value`.
+    #[serde(serialize_with = "wire::money_str_opt")]
+    #[schema(value_type = Option<String>)]
+    pub month_gross_margin: Option<Decimal>,
 }
 
 fn money_list<S: serde::Serializer>(v: &[Decimal], s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -97,11 +107,13 @@ struct Day {
 }
 
 /// The summary for `branch` (`None`: every branch) over `days`, the
-/// 30 days ending today.
+/// 30 days ending today; with the stock value and this month's margin
+/// when `worth` (the caller may read them).
 pub async fn summary<C: GenericClient + Sync>(
     c: &C,
     branch: Option<Uuid>,
     days: &ReportWindow,
+    worth: bool,
 ) -> Result<Summary> {
     let by_day = daily(c, branch, days).await?;
     let today = days.to;
@@ -113,6 +125,13 @@ pub async fn summary<C: GenericClient + Sync>(
         .collect();
     let stock = stock_counts(c, branch).await?;
     let expiry = expiry_counts(c, branch, today).await?;
+    let (stock_value, month_gross_margin) = match worth {
+        true => {
+            let (v, m) = value_and_margin(c, branch, today).await?;
+            (Some(v), Some(m))
+        }
+        false => (None, None),
+    };
     Ok(Summary {
         branch_id: branch,
         date: today,
@@ -129,7 +148,38 @@ pub async fn summary<C: GenericClient + Sync>(
         expiring_90_count: expiry.0,
         expiring_30_count: expiry.1,
         expired_count: expiry.2,
+        stock_value,
+        month_gross_margin,
     })
+}
+
+/// Stock on hand at batch cost, and the gross margin from the first of
+/// `today`'s month to `today`.
+async fn value_and_margin<C: GenericClient + Sync>(
+    c: &C,
+    branch: Option<Uuid>,
+    today: NaiveDate,
+) -> Result<(Decimal, Decimal)> {
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT coalesce(round(sum(qty_remaining * unit_cost), 2), 0) FROM batches
+           WHERE qty_remaining > 0 AND NOT is_deleted
+             AND ({branch}::uuid IS NULL OR branch_id = {branch})"#
+    );
+    let value: Decimal = db::raw_opt(c, &q.sql, q.values)
+        .await?
+        .map(|r| r.get(0))
+        .unwrap_or_default();
+    let first = today.with_day(1).unwrap_or(today);
+    let month = DateWindow::optional(Some(first), Some(today))?
+        .or_last_days(c, 31)
+        .await?;
+    let scope = Scope {
+        window: &month,
+        branch,
+    };
+    let margins = reports::margins(c, &scope, "day").await?;
+    Ok((value, margins.totals.gross_margin))
 }
 
 /// Sales less credit notes per organisation day in the window (days

@@ -79,7 +79,8 @@ async fn page(state: web::Data<AppState>, staff: Staff, q: web::Query<BranchQuer
     let days = DateWindow::optional(None, None)?
         .or_last_days(&client, SPARKLINE_DAYS)
         .await?;
-    let summary = dashboard::summary(&client, branch, &days).await?;
+    let worth = domain::Action::ReadStockValue.permits(staff.caller.role);
+    let summary = dashboard::summary(&client, branch, &days, worth).await?;
     let window = DateWindow::optional(None, None)?
         .or_last_days(&client, DEFAULT_WINDOW_DAYS)
         .await?;

@@ -52,7 +52,8 @@ pub async fn summary(
     let days = DateWindow::optional(None, None)?
         .or_last_days(&client, SPARKLINE_DAYS)
         .await?;
-    let summary = dashboard::summary(&client, branch, &days).await?;
+    let worth = domain::Action::ReadStockValue.permits(caller.role);
+    let summary = dashboard::summary(&client, branch, &days, worth).await?;
     Ok(HttpResponse::Ok().json(summary))
 }
 

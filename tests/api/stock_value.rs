@@ -95,6 +95,13 @@ async fn stock_is_valued_at_batch_cost_from_the_ledger_on_any_day() {
     assert_eq!(row(&v, "Vitamin C")["quantity"], 5);
     // Highest value first.
     assert_eq!(v["items"][0]["name"], "Paracetamol");
+    // The dashboard shows the same value to those who may read it.
+    let (_, dash) = b.app.get("/dashboard/summary", &b.keeper).await;
+    assert_eq!(dash["stock_value"], "700.00", "{dash}");
+    assert_eq!(dash["month_gross_margin"], "0.00");
+    let (_, cashier) = b.app.signed_in(b.branch, Role::Cashier).await;
+    let (_, dash) = b.app.get("/dashboard/summary", &cashier).await;
+    assert!(dash["stock_value"].is_null(), "{dash}");
 
     let (status, sale) = b
         .app

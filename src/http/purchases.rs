@@ -61,6 +61,8 @@ pub async fn create(
 ) -> Result<HttpResponse> {
     caller.require(Action::ReceivePurchases)?;
     let branch_id = caller.branch_scope(Some(body.branch_id))?;
+    let quantity = input::quantity("quantity", body.quantity)?;
+    let unit_cost = input::amount("unit_cost", body.unit_cost)?;
     let batch = NewBatch {
         medicine_id: body.medicine_id,
         branch_id,
@@ -68,8 +70,10 @@ pub async fn create(
         batch_number: input::required_text("batch_number", &body.batch_number, 100)?,
         expiry_date: body.expiry_date,
         manufacturing_date: body.manufacturing_date,
-        quantity: input::quantity("quantity", body.quantity)?,
-        unit_cost: input::amount("unit_cost", body.unit_cost)?,
+        quantity,
+        unit_cost,
+        received_total: Decimal::from(quantity) * unit_cost,
+        pack: None,
         origin: "purchase",
         notes: input::multiline("notes", body.notes.as_deref().unwrap_or_default(), 2000)?,
         user_id: caller.user_id,

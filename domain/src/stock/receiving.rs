@@ -30,7 +30,8 @@ pub struct ReceivedBatch {
     pub manufacturing_date: Option<chrono::NaiveDate>,
     pub qty_received: i32,
     pub qty_remaining: i32,
-    #[serde(serialize_with = "wire::money_str")]
+    /// Cost per base unit: 2 decimals, or 4 where it has them.
+    #[serde(serialize_with = "wire::cost_str")]
     #[schema(value_type = String, example = "1200.00")]
     pub unit_cost: Decimal,
     pub status: String,

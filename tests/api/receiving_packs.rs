@@ -418,3 +418,52 @@ async fn a_scan_refused_names_the_field_and_writes_nothing() {
     }
     d.assert_nothing_written().await;
 }
+
+#[tokio::test]
+async fn the_document_describes_receiving_by_pack_and_by_scan() {
+    let app = TestApp::spawn().await;
+    let res = app
+        .http
+        .get(format!("{}/openapi.json", app.base))
+        .send()
+        .await
+        .unwrap();
+    let doc: Value = res.json().await.unwrap();
+    let schemas = &doc["components"]["schemas"];
+    let request = &schemas["PurchaseRequest"];
+    let required: Vec<&str> = request["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    // What a scan may fill is optional in the document, and says when it is needed.
+    for field in ["supplier_id", "branch_id", "quantity", "unit_cost"] {
+        assert!(required.contains(&field), "{field}: {request}");
+    }
+    for field in [
+        "medicine_id",
+        "batch_number",
+        "expiry_date",
+        "pack_id",
+        "scan",
+    ] {
+        assert!(!required.contains(&field), "{field}: {request}");
+    }
+    let described = |f: &str| {
+        request["properties"][f]["description"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    for field in ["medicine_id", "batch_number", "expiry_date"] {
+        assert!(described(field).contains("`scan`"), "{field}: {request}");
+    }
+    assert_eq!(request["properties"]["scan"]["maxLength"], 512);
+    let answer = &schemas["ReceivedBatch"]["properties"];
+    for field in ["pack_id", "pack_units", "base_quantity", "received_total"] {
+        assert!(answer.get(field).is_some(), "{field}");
+    }
+    let responses = &doc["paths"]["/api/v1/purchases"]["post"]["responses"];
+    assert!(responses.get("404").is_some(), "{responses}");
+}

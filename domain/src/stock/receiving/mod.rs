@@ -15,11 +15,12 @@
 pub mod request;
 
 use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::db::Pool;
+use crate::db::{self, Pool};
 use crate::error::{Error, Result};
 use crate::stock::{self, cost, Batch, Kind, NewBatch};
 use crate::{input, packs, scan, wire};
@@ -91,7 +92,7 @@ struct Parties {
     supplier_name: String,
 }
 
-async fn parties<C: deadpool_postgres::GenericClient + Sync>(
+async fn parties<C: GenericClient + Sync>(
     tx: &C,
     d: &Draft,
     medicine_id: Uuid,
@@ -107,14 +108,12 @@ async fn parties<C: deadpool_postgres::GenericClient + Sync>(
                     WHERE br.id = {branch_id} AND NOT br.is_deleted) AS branch_ok
            FROM medicines m WHERE m.id = {medicine_id} AND NOT m.is_deleted"#
     );
-    let row = crate::db::raw_opt(tx, &q.sql, q.values)
-        .await?
-        .ok_or_else(|| {
-            Error::validation(
-                medicine_field,
-                format!("`{medicine_field}` names no medicine."),
-            )
-        })?;
+    let row = db::raw_opt(tx, &q.sql, q.values).await?.ok_or_else(|| {
+        Error::validation(
+            medicine_field,
+            format!("`{medicine_field}` names no medicine."),
+        )
+    })?;
     let supplier_name: Option<String> = row.get("supplier_name");
     let supplier_name = supplier_name
         .ok_or_else(|| Error::validation("supplier_id", "`supplier_id` names no supplier."))?;
@@ -134,7 +133,7 @@ async fn parties<C: deadpool_postgres::GenericClient + Sync>(
 /// The pack named, which must be an active pack of the medicine (400
 /// naming `pack_id`): its id and units. Whether it is sold does not matter:
 /// a box bought to be sold by the strip is still received as a box.
-async fn pack<C: deadpool_postgres::GenericClient + Sync>(
+async fn pack<C: GenericClient + Sync>(
     tx: &C,
     medicine_id: Uuid,
     medicine_name: &str,

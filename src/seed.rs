@@ -553,6 +553,8 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
                     manufacturing_date: Some(expiry - Duration::days(730)),
                     quantity: qty,
                     unit_cost: Decimal::from(price * 3 / 5),
+                    received_total: Decimal::from(price * 3 / 5) * Decimal::from(qty),
+                    pack: None,
                     origin: "purchase",
                     notes: String::new(),
                     user_id: user,

@@ -162,7 +162,8 @@ async fn value_and_margin<C: GenericClient + Sync>(
 ) -> Result<(Decimal, Decimal)> {
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"SELECT coalesce(round(sum(qty_remaining * unit_cost), 2), 0) FROM batches
+        r#"SELECT coalesce(sum(batch_value(qty_remaining, unit_cost, received_total, qty_received)), 0)
+           FROM batches
            WHERE qty_remaining > 0 AND NOT is_deleted
              AND ({branch}::uuid IS NULL OR branch_id = {branch})"#
     );

@@ -6,7 +6,7 @@ use rust_decimal::Decimal;
 use crate::error::{Error, Result};
 
 /// Largest amount accepted anywhere (fits `numeric(14, 2)`).
-const MAX_AMOUNT: i64 = 1_000_000_000_000;
+pub const MAX_AMOUNT: i64 = 1_000_000_000_000;
 /// Largest quantity accepted on one line.
 pub const MAX_QUANTITY: i64 = 1_000_000;
 

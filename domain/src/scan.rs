@@ -58,6 +58,7 @@ struct Read {
     in_house: Option<String>,
     batch_number: Option<String>,
     expiry: Option<NaiveDate>,
+    production: Option<NaiveDate>,
     serial: Option<String>,
 }
 
@@ -77,6 +78,7 @@ fn read(code: &str, field: &str, today: NaiveDate) -> Result<Read> {
             in_house: None,
             batch_number: e.batch().map(str::to_owned),
             expiry: e.expiry(),
+            production: e.production(),
             serial: e.serial().map(str::to_owned),
         },
         Scanned::Gtin(g) => Read {
@@ -84,6 +86,7 @@ fn read(code: &str, field: &str, today: NaiveDate) -> Result<Read> {
             in_house: None,
             batch_number: None,
             expiry: None,
+            production: None,
             serial: None,
         },
         Scanned::Other(text) => Read {
@@ -91,6 +94,7 @@ fn read(code: &str, field: &str, today: NaiveDate) -> Result<Read> {
             in_house: Some(text),
             batch_number: None,
             expiry: None,
+            production: None,
             serial: None,
         },
     })
@@ -196,6 +200,8 @@ pub struct Named {
     pub pack_id: Option<Uuid>,
     pub batch_number: Option<String>,
     pub expiry: Option<NaiveDate>,
+    /// The production date (AI 11).
+    pub production: Option<NaiveDate>,
     pub serial: Option<String>,
     /// Today in the organisation's time zone.
     pub today: NaiveDate,
@@ -213,6 +219,7 @@ pub async fn name<C: GenericClient + Sync>(c: &C, code: &str, field: &str) -> Re
         pack_id,
         batch_number: r.batch_number,
         expiry: r.expiry,
+        production: r.production,
         serial: r.serial,
         today,
     })

@@ -46,6 +46,25 @@ pub fn money_num_opt<S: Serializer>(d: &Option<Decimal>, s: S) -> Result<S::Ok, 
     }
 }
 
+/// A cost per base unit as a decimal string: two places like money
+/// (`"1.50"`), four where the cost really has more (`"1.2350"`, a box of 10
+/// at 12.35). Costs are stored with 4 places since receiving by pack.
+pub fn cost_str<S: Serializer>(d: &Decimal, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&cost_places(*d))
+}
+
+/// A cost with 2 places when that loses nothing, else with 4.
+pub fn cost_places(d: Decimal) -> Decimal {
+    let two = two_places(d);
+    if two == d {
+        return two;
+    }
+    let mut four =
+        d.round_dp_with_strategy(4, rust_decimal::RoundingStrategy::MidpointAwayFromZero);
+    four.rescale(4);
+    four
+}
+
 /// A boolean as the snapshot's `int01` flag.
 pub fn int01<S: Serializer>(b: &bool, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u8(u8::from(*b))
@@ -77,5 +96,16 @@ mod tests {
         assert_eq!(two("7"), "7.00");
         assert_eq!(two("7.5"), "7.50");
         assert_eq!(two("0"), "0.00");
+    }
+
+    #[test]
+    fn a_cost_shows_four_places_only_when_it_has_them() {
+        let cost = |s: &str| cost_places(s.parse().unwrap()).to_string();
+        assert_eq!(cost("1.5000"), "1.50");
+        assert_eq!(cost("120.5"), "120.50");
+        assert_eq!(cost("0.0000"), "0.00");
+        assert_eq!(cost("1.2350"), "1.2350");
+        assert_eq!(cost("3.3333"), "3.3333");
+        assert_eq!(cost("0.001"), "0.0010");
     }
 }

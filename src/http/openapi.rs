@@ -200,7 +200,7 @@ impl Modify for RequestRules {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         use domain::input::{any_case, exactly, trimmed};
         use domain::stock::count as stockcount;
-        use domain::{coupons, input, prescriptions, printing, sales, stock};
+        use domain::{coupons, gs1, input, prescriptions, printing, sales, stock};
         use serde_json::{json, Value};
 
         const NON_BLANK: &str = "\\S";
@@ -248,7 +248,12 @@ impl Modify for RequestRules {
             (
                 "PurchaseRequest",
                 "batch_number",
-                json!({"pattern": NON_BLANK, "maxLength": input::max::LABEL}),
+                json!({"pattern": NON_BLANK, "maxLength": stock::receiving::request::MAX_BATCH_NUMBER}),
+            ),
+            (
+                "PurchaseRequest",
+                "scan",
+                json!({"pattern": NON_BLANK, "maxLength": gs1::MAX_CODE_CHARS}),
             ),
             ("ApprovalCreate", "kind", json!({"pattern": NON_BLANK})),
             (

@@ -46,6 +46,7 @@ mod printing;
 mod problem_codes;
 mod purchases;
 mod read_replica;
+mod receiving_packs;
 mod reports;
 mod returns;
 mod role_policy;

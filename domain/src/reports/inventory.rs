@@ -56,8 +56,9 @@ pub struct InventoryReport {
     /// The 20 emptiest medicines at or below their threshold (out-of-stock
     /// ones included), emptiest first, ties by name.
     pub low_stock_list: Vec<LowStockItem>,
-    /// Stock now in batches past their expiry date, at cost (Σ units ×
-    /// unit cost), whatever their regulator status.
+    /// Stock now in batches past their expiry date, at cost (each batch's
+    /// units at their share of what it cost, to the cent), whatever their
+    /// regulator status.
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub expired_value: Decimal,
@@ -185,7 +186,9 @@ pub(super) async fn losses<C: GenericClient + Sync>(
     let (start, end, branch) = (s.window.start, s.window.end, s.branch);
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"SELECT (SELECT coalesce(sum(qty_remaining * unit_cost), 0) FROM batches
+        r#"SELECT (SELECT coalesce(sum(batch_value(qty_remaining, unit_cost, received_total,
+                                                     qty_received)), 0)
+                   FROM batches
                    WHERE qty_remaining > 0 AND NOT is_deleted AND expiry_date < org_today()
                      AND ({branch}::uuid IS NULL OR branch_id = {branch})),
                   (SELECT coalesce(sum(total_value), 0) FROM write_offs

@@ -1,5 +1,6 @@
 //! The purchases report: spend by supplier and by medicine over batches
-//! received in the window.
+//! received in the window. Spend is what each batch cost as received, to
+//! the cent (`received_total`), not units × the 4-place unit cost.
 
 use chrono::NaiveDate;
 use deadpool_postgres::GenericClient;
@@ -15,7 +16,8 @@ use crate::{db, wire, Result};
 pub struct PurchaseTotals {
     pub batch_count: i64,
     pub units: i64,
-    /// Σ qty_received × unit_cost.
+    /// Σ what the batches cost as received (`received_total`; for batches
+    /// from before receiving by pack, qty_received × unit_cost).
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub spend: Decimal,
@@ -68,7 +70,8 @@ pub async fn purchases<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Result<
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
         r#"SELECT grouping(b.supplier_id), b.supplier_id, max(sp.name), count(*)::bigint,
-                  coalesce(sum(b.qty_received), 0)::bigint, coalesce(sum(b.qty_received * b.unit_cost), 0)
+                  coalesce(sum(b.qty_received), 0)::bigint,
+                  coalesce(sum(coalesce(b.received_total, b.qty_received * b.unit_cost)), 0)
            FROM batches b LEFT JOIN suppliers sp ON sp.id = b.supplier_id
            WHERE b.origin = 'purchase' AND NOT b.is_deleted
              AND b.created_at >= {start} AND b.created_at < {end}
@@ -119,7 +122,7 @@ pub(super) async fn purchases_by_medicine<C: GenericClient + Sync>(
         PostgresQueryBuilder,
         r#"SELECT x.medicine_id, m.name, x.n, x.units, x.spend
            FROM (SELECT medicine_id, count(*)::bigint AS n, sum(qty_received)::bigint AS units,
-                        sum(qty_received * unit_cost) AS spend
+                        sum(coalesce(received_total, qty_received * unit_cost)) AS spend
                  FROM batches
                  WHERE origin = 'purchase' AND NOT is_deleted
                    AND created_at >= {start} AND created_at < {end}

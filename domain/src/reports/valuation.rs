@@ -1,7 +1,9 @@
 //! What the stock is worth at the end of a day, from the movement ledger:
 //! each batch's units are the sum of its movements up to that moment and
-//! are valued at the batch's cost, fixed when it was received. So a past
-//! day answers what the books said then, whatever happened since.
+//! are valued at the batch's cost, fixed when it was received (a batch
+//! received by the pack is worth its share of what its receipt cost, to
+//! the cent: `batch_value`). So a past day answers what the books said
+//! then, whatever happened since.
 
 use chrono::NaiveDate;
 use deadpool_postgres::GenericClient;
@@ -107,7 +109,9 @@ pub async fn stock_valuation<C: GenericClient + Sync>(
                            ELSE md.id::text END AS key,
                       CASE WHEN {by_category} THEN coalesce(md.category, '')
                            ELSE md.name END AS name,
-                      h.qty, h.qty * b.unit_cost AS value,
+                      h.qty,
+                      batch_value(h.qty::int, b.unit_cost, b.received_total, b.qty_received)
+                        AS value,
                       b.expiry_date < {as_of} AS expired,
                       b.regulator_status IN ('quarantined', 'recalled') AS held_back
                FROM held h

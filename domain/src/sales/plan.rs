@@ -613,7 +613,8 @@ pub(super) fn line_items(
                 line_total: wire::two_places(line_total),
                 vat_rate: percent(p.rate),
                 vat_amount: vat_included(line_total, p.rate),
-                cost_at_sale: wire::two_places(p.cost),
+                // A batch received by pack may cost 4 places a unit.
+                cost_at_sale: wire::cost_places(p.cost),
             }
         })
         .collect()

@@ -11,8 +11,8 @@ use uuid::Uuid;
 
 use super::model::{Sale, SaleItem};
 use super::plan::percent;
-use crate::db;
 use crate::error::Result;
+use crate::{db, wire};
 
 pub(super) const SALE_COLUMNS: &str = "s.id, s.branch_id, s.icv, s.invoice_number, s.customer_id, \
     s.prescription_id, s.coupon_code, s.payment_method, s.discount, s.subtotal, s.vat, s.total, \
@@ -68,7 +68,8 @@ pub(super) fn item_from_row(r: &Row) -> SaleItem {
         line_total: r.get("line_total"),
         vat_rate: percent(rate),
         vat_amount: r.get("vat_amount"),
-        cost_at_sale: r.get("cost_at_sale"),
+        // Stored with 4 places; shown with 2 unless the batch's cost has more.
+        cost_at_sale: wire::cost_places(r.get("cost_at_sale")),
     }
 }
 

@@ -10,6 +10,7 @@
 //!
 //! The first-expiry-first-out picks over locked batches are in `pick`.
 
+pub mod cost;
 pub mod count;
 mod pick;
 pub mod quarantine;
@@ -283,8 +284,14 @@ pub struct NewBatch {
     pub batch_number: String,
     pub expiry_date: NaiveDate,
     pub manufacturing_date: Option<NaiveDate>,
+    /// Base units.
     pub quantity: i32,
+    /// Per base unit, up to 4 places.
     pub unit_cost: Decimal,
+    /// What `quantity` cost in all, to the cent.
+    pub received_total: Decimal,
+    /// The pack received and its base units; `None` for loose units.
+    pub pack: Option<(Uuid, i32)>,
     /// `purchase` or `transfer`.
     pub origin: &'static str,
     pub notes: String,
@@ -313,6 +320,9 @@ pub async fn receive<C: GenericClient + Sync>(
             "qty_received",
             "qty_remaining",
             "unit_cost",
+            "received_total",
+            "pack_id",
+            "pack_units",
             "status",
             "origin",
             "notes",
@@ -329,6 +339,9 @@ pub async fn receive<C: GenericClient + Sync>(
             b.quantity.into(),
             0i32.into(),
             b.unit_cost.into(),
+            b.received_total.into(),
+            b.pack.map(|p| p.0).into(),
+            b.pack.map_or(1, |p| p.1).into(),
             "depleted".into(),
             b.origin.into(),
             b.notes.into(),
@@ -379,6 +392,9 @@ pub struct LockedBatch {
     pub batch_number: String,
     pub remaining: i32,
     pub unit_cost: Decimal,
+    /// What the batch's received quantity cost (`cost::value`).
+    pub received_total: Option<Decimal>,
+    pub qty_received: i32,
     pub is_deleted: bool,
 }
 
@@ -393,7 +409,8 @@ pub async fn lock_by_id<C: GenericClient + Sync>(tx: &C, ids: &[Uuid]) -> Result
     let ids: Vec<Uuid> = ids.to_vec();
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"SELECT id, medicine_id, branch_id, batch_number, qty_remaining, unit_cost, is_deleted
+        r#"SELECT id, medicine_id, branch_id, batch_number, qty_remaining, unit_cost,
+                  received_total, qty_received, is_deleted
            FROM batches
            WHERE id = ANY({ids})
            ORDER BY medicine_id, expiry_date, created_at, id
@@ -409,6 +426,8 @@ pub async fn lock_by_id<C: GenericClient + Sync>(tx: &C, ids: &[Uuid]) -> Result
             batch_number: r.get("batch_number"),
             remaining: r.get("qty_remaining"),
             unit_cost: r.get("unit_cost"),
+            received_total: r.get("received_total"),
+            qty_received: r.get("qty_received"),
             is_deleted: r.get("is_deleted"),
         })
         .collect())

@@ -24,7 +24,7 @@ use uuid::Uuid;
 use crate::db::{self, Pool};
 use crate::error::{Error, Result};
 use crate::input;
-use crate::stock::{self, Kind, Movement, NewBatch};
+use crate::stock::{self, cost, Kind, Movement, NewBatch};
 use crate::wire;
 use actors::runtime::Command;
 
@@ -401,6 +401,8 @@ struct Line {
     expiry_date: NaiveDate,
     manufacturing_date: Option<NaiveDate>,
     unit_cost: Decimal,
+    /// The moved units' share of what the source batch cost.
+    value: Decimal,
 }
 
 async fn lines<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Vec<Line>> {
@@ -414,6 +416,8 @@ async fn lines<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Vec<Line>> {
                 "expiry_date",
                 "manufacturing_date",
                 "unit_cost",
+                "received_total",
+                "qty_received",
             ]
             .map(|c| ("b", c)),
         )
@@ -433,6 +437,12 @@ async fn lines<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Vec<Line>> {
         .map(|r| Line {
             source_batch_id: r.get("source_batch_id"),
             qty: r.get("qty"),
+            value: cost::value(
+                r.get("qty"),
+                r.get("unit_cost"),
+                r.get("received_total"),
+                r.get("qty_received"),
+            ),
             medicine_id: r.get("medicine_id"),
             supplier_id: r.get("supplier_id"),
             batch_number: r.get("batch_number"),
@@ -472,6 +482,8 @@ impl Command for ReceiveTransfer {
                     manufacturing_date: line.manufacturing_date,
                     quantity: line.qty,
                     unit_cost: line.unit_cost,
+                    received_total: line.value,
+                    pack: None,
                     origin: "transfer",
                     notes: format!("Transfer {id}"),
                     user_id: self.user_id,

@@ -211,8 +211,8 @@ pub struct WriteOffItem {
     pub medicine_name: String,
     pub batch_number: String,
     pub quantity: i32,
-    /// The batch's unit cost.
-    #[serde(serialize_with = "wire::money_str")]
+    /// The batch's cost per base unit (4 places where it has them).
+    #[serde(serialize_with = "wire::cost_str")]
     #[schema(value_type = String)]
     pub unit_cost: Decimal,
     /// quantity × unit cost.
@@ -306,7 +306,11 @@ pub async fn record<C: GenericClient + Sync>(tx: &C, w: &NewWriteOff) -> Result<
         lines.push((*batch, *quantity, controlled));
     }
     let id = Uuid::now_v7();
-    let value = |b: &stock::LockedBatch, q: i32| wire::two_places(b.unit_cost * Decimal::from(q));
+    // A batch's units at cost, as the reports value them (their share of
+    // what the batch cost).
+    let value = |b: &stock::LockedBatch, q: i32| {
+        stock::cost::value(q, b.unit_cost, b.received_total, b.qty_received)
+    };
     let total: Decimal = lines.iter().map(|(b, q, _)| value(b, *q)).sum();
     let header = Query::insert()
         .into_table("write_offs")

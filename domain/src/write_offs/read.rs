@@ -161,7 +161,8 @@ pub struct ExpiredBatch {
     pub expiry_date: NaiveDate,
     /// Units the batch still holds.
     pub quantity: i32,
-    #[serde(serialize_with = "wire::money_str")]
+    /// Cost per base unit (4 places where it has them).
+    #[serde(serialize_with = "wire::cost_str")]
     #[schema(value_type = String)]
     pub unit_cost: Decimal,
     /// quantity × unit cost.
@@ -180,7 +181,9 @@ pub async fn expired<C: GenericClient + Sync>(c: &C, branch_id: Uuid) -> Result<
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
         r#"SELECT b.id, b.medicine_id, m.name, b.batch_number, b.expiry_date, b.qty_remaining,
-                  b.unit_cost, round(b.qty_remaining * b.unit_cost, 2), m.is_controlled,
+                  b.unit_cost,
+                  batch_value(b.qty_remaining, b.unit_cost, b.received_total, b.qty_received),
+                  m.is_controlled,
                   b.regulator_status
            FROM batches b JOIN medicines m ON m.id = b.medicine_id
            WHERE b.branch_id = {branch_id} AND b.qty_remaining > 0 AND NOT b.is_deleted

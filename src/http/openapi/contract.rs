@@ -382,6 +382,7 @@ const MONEY: &[&str] = &[
     "opening_float",
     "paid_amount",
     "previous_balance",
+    "received_total",
     "returns_total",
     "revenue",
     "selling_price",

@@ -65,13 +65,17 @@ pub async fn create(
         medicine_id: body.medicine_id,
         branch_id,
         supplier_id: Some(body.supplier_id),
-        batch_number: input::required_text("batch_number", &body.batch_number, 100)?,
+        batch_number: input::required_text("batch_number", &body.batch_number, input::max::LABEL)?,
         expiry_date: body.expiry_date,
         manufacturing_date: body.manufacturing_date,
         quantity: input::quantity("quantity", body.quantity)?,
         unit_cost: input::amount("unit_cost", body.unit_cost)?,
         origin: "purchase",
-        notes: input::multiline("notes", body.notes.as_deref().unwrap_or_default(), 2000)?,
+        notes: input::multiline(
+            "notes",
+            body.notes.as_deref().unwrap_or_default(),
+            input::max::NOTES,
+        )?,
         user_id: caller.user_id,
     };
     if body

@@ -168,7 +168,8 @@ pub struct PaymentRequest {
     /// The client's id for this payment: a retry with the same id answers
     /// the first receipt (200, `Idempotent-Replay: true`) and pays nothing;
     /// the same id with another amount is 409.
-    #[schema(min_length = 1, max_length = 200)]
+    // Its bounds (not blank, `input::max::MUTATION_ID` characters) are
+    // documented by the request rules, from the constant the check uses.
     pub client_mutation_id: Option<String>,
 }
 
@@ -213,7 +214,7 @@ pub async fn pay(
             client_mutation_id: body
                 .client_mutation_id
                 .clone()
-                .map(|c| input::required_text("client_mutation_id", &c, 200))
+                .map(|c| input::required_text("client_mutation_id", &c, input::max::MUTATION_ID))
                 .transpose()?,
             signer: Some(signed.signer()),
         })

@@ -12,6 +12,7 @@ use utoipa_actix_web::AppExt;
 use crate::http;
 
 mod contract;
+mod rules;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -188,208 +189,6 @@ impl Modify for CommonResponses {
     }
 }
 
-/// Rules of request fields the handlers enforce that the derived schemas do
-/// not state (found by fuzzing against the document): closed value lists,
-/// non-blank names, list sizes, whole-unit quantities, amounts above zero,
-/// and the fields a create needs where one struct serves create and update.
-/// Each rule is no stricter than its handler; enumerations are written as
-/// case-insensitive patterns where the handler trims and folds case.
-struct RequestRules;
-
-impl Modify for RequestRules {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        use domain::input::{any_case, exactly, trimmed};
-        use domain::stock::count as stockcount;
-        use domain::{coupons, input, prescriptions, printing, sales, stock};
-        use serde_json::{json, Value};
-
-        const NON_BLANK: &str = "\\S";
-        let rules: Vec<(&str, &str, Value)> = vec![
-            (
-                "SaleRequest",
-                "payment_method",
-                json!({"pattern": any_case(&sales::PAYMENT_METHODS)}),
-            ),
-            (
-                "SaleRequest",
-                "items",
-                json!({"minItems": 1, "maxItems": sales::MAX_LINES}),
-            ),
-            (
-                "SaleLineRequest",
-                "quantity",
-                json!({"type": "integer", "minimum": 1, "maximum": input::MAX_QUANTITY}),
-            ),
-            (
-                "CountRequest",
-                "items",
-                json!({"minItems": 1, "maxItems": stockcount::MAX_ITEMS}),
-            ),
-            (
-                "PrescriptionCreate",
-                "items",
-                json!({"minItems": 1, "maxItems": prescriptions::request::MAX_ITEMS}),
-            ),
-            (
-                "PrescriptionCreate",
-                "patient_name",
-                json!({"pattern": NON_BLANK}),
-            ),
-            (
-                "PrescriptionItemWrite",
-                "quantity",
-                json!({"type": "integer", "minimum": 1, "maximum": input::MAX_QUANTITY}),
-            ),
-            (
-                "TransferCreate",
-                "qty",
-                json!({"type": "integer", "minimum": 1, "maximum": input::MAX_QUANTITY}),
-            ),
-            (
-                "PurchaseRequest",
-                "batch_number",
-                json!({"pattern": NON_BLANK, "maxLength": input::max::LABEL}),
-            ),
-            ("ApprovalCreate", "kind", json!({"pattern": NON_BLANK})),
-            (
-                "WillCallCreate",
-                "patient_name",
-                json!({"pattern": NON_BLANK}),
-            ),
-            ("DeviceCreate", "name", json!({"pattern": NON_BLANK})),
-            ("ContactRequest", "name", json!({"pattern": NON_BLANK})),
-            ("ContactRequest", "message", json!({"pattern": NON_BLANK})),
-            ("CouponCreate", "code", json!({"pattern": NON_BLANK})),
-            (
-                "CouponCreate",
-                "discount_type",
-                json!({"pattern": any_case(&coupons::manage::DISCOUNT_TYPES)}),
-            ),
-            (
-                "CouponCreate",
-                "discount_value",
-                json!({"exclusiveMinimum": 0}),
-            ),
-            ("CustomerWrite", "name", json!({"pattern": NON_BLANK})),
-            ("MedicineWrite", "name", json!({"pattern": NON_BLANK})),
-            ("SupplierWrite", "name", json!({"pattern": NON_BLANK})),
-            ("PrinterWrite", "name", json!({"pattern": NON_BLANK})),
-            (
-                "PrinterWrite",
-                "kind",
-                json!({"pattern": trimmed(printing::writes::PRINTER_KINDS)}),
-            ),
-            (
-                "PrinterWrite",
-                "connection",
-                json!({"pattern": trimmed(printing::writes::PRINTER_CONNECTIONS)}),
-            ),
-            ("TemplateWrite", "name", json!({"pattern": NON_BLANK})),
-            (
-                "QuarantineRequest",
-                "status",
-                json!({"pattern": exactly(&stock::quarantine::REGULATOR_STATUSES)}),
-            ),
-            ("PaymentRequest", "amount", json!({"exclusiveMinimum": 0})),
-            (
-                "InvoiceRequest",
-                "total_amount",
-                json!({"exclusiveMinimum": 0}),
-            ),
-            (
-                "SupplierPaymentRequest",
-                "amount",
-                json!({"exclusiveMinimum": 0}),
-            ),
-            ("RateWrite", "rate", json!({"exclusiveMinimum": 0})),
-        ];
-        // Flags (`domain::input::Flag`) take a boolean or the snapshot's 0/1.
-        let flag = json!({"anyOf": [{"type": "boolean"}, {"type": "integer", "enum": [0, 1]}]});
-        let flags: &[(&str, &[&str])] = &[
-            ("CustomerWrite", &["is_credit_allowed"]),
-            (
-                "MedicineWrite",
-                &[
-                    "requires_prescription",
-                    "is_controlled",
-                    "requires_cold_chain",
-                    "is_active",
-                ],
-            ),
-            ("SupplierWrite", &["is_active"]),
-            ("PrinterWrite", &["is_default", "auto_print", "kick_drawer"]),
-            (
-                "TemplateWrite",
-                &["show_logo", "show_vat", "show_batch", "is_default"],
-            ),
-            ("PickupRequest", &["signature_captured"]),
-            (
-                "SettingsWrite",
-                &[
-                    "show_vat_breakdown",
-                    "show_pharmacist_on_receipt",
-                    "auto_print_receipt",
-                    "tax_enabled",
-                ],
-            ),
-        ];
-        let rules = rules.into_iter().chain(
-            flags
-                .iter()
-                .flat_map(|(schema, fields)| fields.iter().map(|f| (*schema, *f, flag.clone()))),
-        );
-        let Some(components) = openapi.components.as_mut() else {
-            return;
-        };
-        for (schema, property, patch) in rules {
-            let Some(entry) = components.schemas.get_mut(schema) else {
-                continue;
-            };
-            let Ok(mut value) = serde_json::to_value(&*entry) else {
-                continue;
-            };
-            let Some(target) = value
-                .get_mut("properties")
-                .and_then(|p| p.get_mut(property))
-                .and_then(Value::as_object_mut)
-            else {
-                continue;
-            };
-            if patch.get("anyOf").is_some() {
-                // A union replaces the derived type; `null` stays allowed
-                // where it was.
-                let nullable = target
-                    .get("type")
-                    .and_then(Value::as_array)
-                    .is_some_and(|t| t.iter().any(|t| t == "null"));
-                target.remove("type");
-                target.remove("format");
-                let mut any = patch["anyOf"].clone();
-                if let (true, Some(items)) = (nullable, any.as_array_mut()) {
-                    items.push(json!({"type": "null"}));
-                }
-                target.insert("anyOf".to_owned(), any);
-                if let Ok(patched) = serde_json::from_value(value) {
-                    *entry = patched;
-                }
-                continue;
-            }
-            if let Some(fields) = patch.as_object() {
-                for (k, v) in fields {
-                    target.insert(k.clone(), v.clone());
-                }
-            }
-            // An integer rule replaces a `number` type, keeping `null` where allowed.
-            if patch.get("type").is_some() {
-                target.remove("format");
-            }
-            if let Ok(patched) = serde_json::from_value(value) {
-                *entry = patched;
-            }
-        }
-    }
-}
-
 /// The methods the document lists for a concrete request path, for the
 /// `Allow` header of a 405 (RFC 9110).
 pub fn allowed_methods(path: &str) -> Option<String> {
@@ -439,7 +238,7 @@ pub fn annotated() -> utoipa::openapi::OpenApi {
         .split_for_parts();
     BearerAuth.modify(&mut doc);
     CommonResponses.modify(&mut doc);
-    RequestRules.modify(&mut doc);
+    rules::RequestRules.modify(&mut doc);
     doc
 }
 

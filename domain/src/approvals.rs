@@ -128,6 +128,10 @@ pub async fn list<C: GenericClient + Sync>(
 /// for one by hand: it would read as approved while nothing was issued.
 pub const RESERVED_KINDS: [&str; 1] = ["refund"];
 
+/// Longest `reference_id` a request may name: any record's id, a UUID or
+/// another system's reference.
+pub const MAX_REFERENCE_ID: usize = 200;
+
 /// A request for an approval as a client sends it (`POST /approvals`).
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ApprovalCreate {
@@ -163,7 +167,7 @@ impl ApprovalCreate {
         let reference_id = input::text(
             "reference_id",
             self.reference_id.as_deref().unwrap_or_default(),
-            200,
+            MAX_REFERENCE_ID,
         )?;
         Ok(NewApproval {
             branch_id,

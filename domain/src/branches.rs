@@ -270,16 +270,20 @@ fn optional(field: &str, value: Option<String>, limit: usize) -> Result<Option<S
     value.map(|v| input::text(field, &v, limit)).transpose()
 }
 
+/// Longest branch code: it prefixes every invoice number of the branch.
+pub const MAX_CODE: usize = 32;
+
 fn code(value: &str) -> Result<String> {
     let c = required("code", value)?.to_uppercase();
-    if c.len() > 32
+    // Bytes, but only ASCII passes the next test, so characters too.
+    if c.len() > MAX_CODE
         || !c
             .chars()
             .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_')
     {
         return Err(Error::validation(
             "code",
-            "`code` must be up to 32 letters, digits, `-` or `_`.",
+            format!("`code` must be up to {MAX_CODE} letters, digits, `-` or `_`."),
         ));
     }
     Ok(c)

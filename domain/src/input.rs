@@ -121,6 +121,9 @@ pub mod max {
     pub const URL: usize = 1000;
     /// Coupon codes.
     pub const COUPON_CODE: usize = 64;
+    /// A client's id for one write (`client_mutation_id`), by which a
+    /// retry is told from a new request.
+    pub const MUTATION_ID: usize = 200;
 }
 
 /// Characters that change how text shows without showing themselves:
@@ -320,14 +323,19 @@ pub fn one_of_or_blank(field: &str, raw: Option<&str>, words: &[&str]) -> Result
     Ok(Some(s))
 }
 
+/// A pattern matching `words` in any case, or blanks only: the
+/// document's form of a value checked by [`one_of_or_blank`].
+pub fn any_case_or_blank(words: &[&str]) -> String {
+    // The words made optional: blank means none of them (all, or a default).
+    any_case(words).replace(")\\s*$", ")?\\s*$")
+}
+
 /// The document's schema of a [`one_of_or_blank`] filter over `words`.
 pub fn one_of_or_blank_schema(words: &[&str]) -> utoipa::openapi::schema::Schema {
     use utoipa::openapi::schema::{ObjectBuilder, Type};
-    // The words made optional: blank means every status.
-    let pattern = any_case(words).replace(")\\s*$", ")?\\s*$");
     ObjectBuilder::new()
         .schema_type(Type::String)
-        .pattern(Some(pattern))
+        .pattern(Some(any_case_or_blank(words)))
         .into()
 }
 

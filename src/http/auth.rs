@@ -46,8 +46,7 @@ pub struct LogoutRequest {
 pub struct PasswordChange {
     /// The password in use now.
     pub current_password: String,
-    /// At least 8 characters, not the current password.
-    #[schema(min_length = 8)]
+    /// At least 8 characters (at most 256 bytes), not the current password.
     pub new_password: String,
 }
 

@@ -23,6 +23,7 @@ mod coupons;
 mod currency;
 mod customers;
 mod dashboard;
+mod declared_limits;
 mod devdb;
 mod devices;
 mod errors;

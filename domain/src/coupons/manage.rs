@@ -12,11 +12,15 @@ use uuid::Uuid;
 
 use super::{insert, select, Coupon, NewCoupon};
 use crate::db::{self, Pool};
+use crate::input::{self, max};
 use crate::paging::Page;
-use crate::{input, wire, Error, Result};
+use crate::{wire, Error, Result};
 
 /// How a coupon discounts: a percentage of the line, or a fixed amount.
 pub const DISCOUNT_TYPES: [&str; 2] = ["percentage", "fixed"];
+
+/// Longest coupon description, in characters.
+pub const MAX_DESCRIPTION: usize = 500;
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CouponCreate {
@@ -122,11 +126,15 @@ fn instant(field: &str, value: Option<&str>) -> Result<Option<DateTime<Utc>>> {
 }
 
 fn code(raw: &str) -> Result<String> {
-    let c = input::required_text("code", raw, 64)?.to_uppercase();
-    if c.chars().count() > 64 || c.chars().any(char::is_control) {
+    let c = input::required_text("code", raw, max::COUPON_CODE)?.to_uppercase();
+    // Upper case can be longer than the text it comes from (`ß` is `SS`).
+    if c.chars().count() > max::COUPON_CODE || c.chars().any(char::is_control) {
         return Err(Error::validation(
             "code",
-            "`code` must be at most 64 printable characters.",
+            format!(
+                "`code` must be at most {} printable characters.",
+                max::COUPON_CODE
+            ),
         ));
     }
     Ok(c)
@@ -139,7 +147,11 @@ async fn validate<C: GenericClient + Sync>(
     created_by: Uuid,
 ) -> Result<NewCoupon> {
     let code = code(&body.code)?;
-    let kind = match body.kind.as_deref().map(|k| input::text("type", k, 50)) {
+    let kind = match body
+        .kind
+        .as_deref()
+        .map(|k| input::text("type", k, max::CODE))
+    {
         Some(k) => Some(k?).filter(|k| !k.is_empty()),
         None => None,
     }
@@ -195,14 +207,18 @@ async fn validate<C: GenericClient + Sync>(
         description: input::multiline(
             "description",
             body.description.as_deref().unwrap_or(""),
-            500,
+            MAX_DESCRIPTION,
         )?,
         applies_to,
         applies_to_id,
         valid_from,
         valid_until,
         max_uses,
-        image_url: input::text("image_url", body.image_url.as_deref().unwrap_or(""), 1000)?,
+        image_url: input::text(
+            "image_url",
+            body.image_url.as_deref().unwrap_or(""),
+            max::URL,
+        )?,
         created_by,
     })
 }

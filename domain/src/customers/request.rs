@@ -12,9 +12,6 @@ use crate::input;
 use crate::users::sessions::Signer;
 use crate::Result;
 
-/// Longest client mutation id of a payment.
-pub const MAX_MUTATION_ID: usize = 200;
-
 /// `POST /customers/{id}/payments` as a client sends it.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct PaymentRequest {
@@ -28,7 +25,8 @@ pub struct PaymentRequest {
     /// The client's id for this payment: a retry with the same id answers
     /// the first receipt (200, `Idempotent-Replay: true`) and pays nothing;
     /// the same id with another amount is 409.
-    #[schema(min_length = 1, max_length = 200)]
+    // Its bounds (not blank, `input::max::MUTATION_ID` characters) are
+    // documented by the request rules, from the constant the check uses.
     pub client_mutation_id: Option<String>,
 }
 
@@ -57,7 +55,7 @@ impl PaymentRequest {
             client_mutation_id: self
                 .client_mutation_id
                 .as_deref()
-                .map(|c| input::required_text("client_mutation_id", c, MAX_MUTATION_ID))
+                .map(|c| input::required_text("client_mutation_id", c, input::max::MUTATION_ID))
                 .transpose()?,
             signer: taker.signer,
         })

@@ -12,4 +12,4 @@ mod write;
 pub use categories::ensure_category;
 pub use model::{Medicine, MedicineSnapshot, MedicineView, COLUMNS};
 pub use read::{current, get, list, ListFilter};
-pub use write::{check, create, edit, insert, remove, Fields, MedicineWrite};
+pub use write::{check, create, edit, insert, remove, Fields, MedicineWrite, VAT_CATEGORIES};

@@ -6,11 +6,18 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::{NewItem, NewPrescription};
-use crate::{input, Error, Result};
+use crate::input::{self, max};
+use crate::{Error, Result};
 
-/// Most lines one prescription may carry.
 /// Most lines one prescription may list.
 pub const MAX_ITEMS: usize = 100;
+
+/// Longest patient id number and prescriber licence number, in characters
+/// (twice the other codes' `input::max::CODE`, as the database allows).
+pub const MAX_ID_NUMBER: usize = 100;
+
+/// Longest dosage instruction on one line.
+pub const MAX_DOSAGE: usize = 1000;
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct PrescriptionItemWrite {
@@ -65,7 +72,7 @@ fn lines(items: Option<Vec<PrescriptionItemWrite>>) -> Result<Vec<NewItem>> {
                 dosage_instructions: optional(
                     &format!("items[{i}].dosage_instructions"),
                     item.dosage_instructions,
-                    1000,
+                    MAX_DOSAGE,
                 )?,
             })
         })
@@ -82,12 +89,24 @@ impl PrescriptionCreate {
             patient_name: input::required_text(
                 "patient_name",
                 self.patient_name.as_deref().unwrap_or_default(),
-                200,
+                max::NAME,
             )?,
-            patient_id_number: optional("patient_id_number", self.patient_id_number, 100)?,
-            prescriber_name: optional("prescriber_name", self.prescriber_name, 200)?,
-            prescriber_license: optional("prescriber_license", self.prescriber_license, 100)?,
-            notes: input::multiline("notes", self.notes.as_deref().unwrap_or_default(), 2000)?,
+            patient_id_number: optional(
+                "patient_id_number",
+                self.patient_id_number,
+                MAX_ID_NUMBER,
+            )?,
+            prescriber_name: optional("prescriber_name", self.prescriber_name, max::NAME)?,
+            prescriber_license: optional(
+                "prescriber_license",
+                self.prescriber_license,
+                MAX_ID_NUMBER,
+            )?,
+            notes: input::multiline(
+                "notes",
+                self.notes.as_deref().unwrap_or_default(),
+                max::NOTES,
+            )?,
             items: lines(self.items)?,
             created_by,
         })

@@ -20,7 +20,10 @@ pub const PRINTER_KINDS: &[&str] = &[
     "label",
     "report",
 ];
-const PAPERS: &[&str] = &["mm80", "mm58", "a4"];
+/// The paper a receipt template is laid out for.
+pub const PAPERS: &[&str] = &["mm80", "mm58", "a4"];
+/// Longest printer or receipt template name, in characters.
+pub const MAX_NAME: usize = 100;
 const DOCUMENT_TYPES: &[&str] = &["receipt", "invoice_a4", "credit_note", "label", "report"];
 const JOB_STATUSES: &[&str] = &["queued", "completed", "failed", "reprint"];
 
@@ -98,7 +101,7 @@ fn printer_fields(body: &PrinterWrite) -> Result<Fields> {
     }
     let mut f: Fields = Vec::new();
     if let Some(v) = &body.name {
-        f.push(("name", input::required_text("name", v, 100)?.into()));
+        f.push(("name", input::required_text("name", v, MAX_NAME)?.into()));
     }
     if let Some(v) = &body.kind {
         f.push(("kind", one_of("kind", v, PRINTER_KINDS)?.into()));
@@ -165,7 +168,7 @@ pub struct TemplateWrite {
 fn template_fields(body: &TemplateWrite) -> Result<Fields> {
     let mut f: Fields = Vec::new();
     if let Some(v) = &body.name {
-        f.push(("name", input::required_text("name", v, 100)?.into()));
+        f.push(("name", input::required_text("name", v, MAX_NAME)?.into()));
     }
     if let Some(v) = &body.paper {
         f.push(("paper", one_of("paper", v, PAPERS)?.into()));
@@ -175,7 +178,7 @@ fn template_fields(body: &TemplateWrite) -> Result<Fields> {
         ("footer_text", &body.footer_text),
     ] {
         if let Some(v) = v {
-            f.push((col, input::multiline(col, v, 2000)?.into()));
+            f.push((col, input::multiline(col, v, input::max::NOTES)?.into()));
         }
     }
     for (col, v) in [
@@ -252,7 +255,7 @@ fn job_reference(body: &PrintJobWrite, original: Option<&PrintJob>) -> Result<St
             "reference_id",
             "A reprint keeps the `reference_id` of the job it reprints.",
         )),
-        (Some(r), _) => input::required_text("reference_id", r, 100),
+        (Some(r), _) => input::required_text("reference_id", r, input::max::LABEL),
         (None, None) => Err(Error::validation(
             "reference_id",
             "The field `reference_id` is required.",

@@ -127,7 +127,7 @@ impl ReturnRequest {
         };
         let client_mutation_id = self
             .client_mutation_id
-            .map(|c| input::text("client_mutation_id", &c, 200))
+            .map(|c| input::text("client_mutation_id", &c, input::max::MUTATION_ID))
             .transpose()?
             .filter(|c| !c.is_empty());
         Ok(NewReturn {

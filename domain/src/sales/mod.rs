@@ -49,7 +49,9 @@ pub use chain::{canonical, invoice_hash, verify_chain, ChainReport, GENESIS_HASH
 pub use model::{Sale, SaleItem};
 pub use plan::standard_rate;
 pub use read::{get, list, ListFilter};
-pub use request::{Line, NewSale, SaleLineRequest, SaleRequest, MAX_LINES, PAYMENT_METHODS};
+pub use request::{
+    Line, NewSale, SaleLineRequest, SaleRequest, MAX_LINES, MAX_SCAN, PAYMENT_METHODS,
+};
 pub use write::{create, create_shared, ensure_counter};
 
 /// What a create answered: the sale, and whether it was a replay of an

@@ -52,7 +52,7 @@ pub struct SaleLineRequest {
     /// instead of `medicine_id`/`pack_id`: its GTIN names the medicine and
     /// pack, its batch (when this branch holds it) is the one sold, and its
     /// serial is recorded and dispensed once.
-    #[schema(max_length = 500)]
+    // At most `MAX_SCAN` characters; the web layer documents the bound.
     pub scan: Option<String>,
     #[schema(value_type = f64, minimum = 1)]
     pub quantity: Decimal,
@@ -167,7 +167,7 @@ impl SaleRequest {
             .filter(|c| !c.is_empty());
         let client_mutation_id = self
             .client_mutation_id
-            .map(|c| input::text("client_mutation_id", &c, 200))
+            .map(|c| input::text("client_mutation_id", &c, input::max::MUTATION_ID))
             .transpose()?
             .filter(|c| !c.is_empty());
         Ok(NewSale {

@@ -12,6 +12,12 @@ use crate::db::Pool;
 use crate::input::{self, max, Flag};
 use crate::{audit, branches, Acting, Error, Result};
 
+/// Where the service runs: the vendor's hosting or the organisation's own.
+pub const SERVER_MODES: [&str; 2] = ["hosted", "custom"];
+
+/// Longest `server_url`, in characters: a scheme, a host and a port.
+pub const MAX_SERVER_URL: usize = 255;
+
 /// Tells a field sent as `null` (`Some(None)`: clear it) from one not sent.
 fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     d: D,
@@ -156,7 +162,8 @@ fn server_url(v: &str) -> Result<String> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.' || (v6 && c == ':'));
     let port_ok = port.is_none_or(|p| p.parse::<u16>().is_ok_and(|n| n > 0));
-    if !host_ok || !port_ok || v.len() > 255 {
+    // Bytes, but only ASCII passes the host test, so characters too.
+    if !host_ok || !port_ok || v.len() > MAX_SERVER_URL {
         return Err(bad());
     }
     Ok(format!("{}{authority}", &v[..v.len() - rest.len()]))
@@ -284,7 +291,7 @@ fn plain_fields(b: &SettingsWrite) -> Result<Fields> {
     if let Some(v) = &b.server_mode {
         f.push((
             "server_mode",
-            one_of("server_mode", v, &["hosted", "custom"])?.into(),
+            one_of("server_mode", v, &SERVER_MODES)?.into(),
         ));
     }
     if let Some(v) = &b.server_url {

@@ -20,6 +20,14 @@ use crate::{branches, input, wire, Acting, Registry};
 pub const STATUSES: [&str; 3] = ["unpaid", "partial", "paid"];
 /// Accepted payment methods.
 pub const METHODS: [&str; 5] = ["cash", "bank_transfer", "mobile_money", "cheque", "card"];
+
+/// Longest note on a supplier invoice.
+pub const MAX_NOTES: usize = 1000;
+
+/// Longest reference of a supplier payment (a bank or mobile-money
+/// transaction id, a cheque number).
+pub const MAX_PAYMENT_REFERENCE: usize = 200;
+
 /// Most rows the invoice list returns (spec Limits).
 pub const LIST_LIMIT: i64 = 50;
 
@@ -355,8 +363,12 @@ pub async fn record(pool: &Pool, acting: &Acting, body: InvoiceRequest) -> Resul
             Error::validation("due_date", "`due_date` must be a date as YYYY-MM-DD.")
         })?),
     };
-    let invoice_no = input::text("invoice_no", body.invoice_no.as_deref().unwrap_or(""), 100)?;
-    let notes = input::multiline("notes", body.notes.as_deref().unwrap_or(""), 1000)?;
+    let invoice_no = input::text(
+        "invoice_no",
+        body.invoice_no.as_deref().unwrap_or(""),
+        input::max::LABEL,
+    )?;
+    let notes = input::multiline("notes", body.notes.as_deref().unwrap_or(""), MAX_NOTES)?;
     let client = pool.get().await?;
     if body.branch_id.is_some() {
         branches::named(&client, branch_id).await?;
@@ -432,7 +444,11 @@ pub async fn pay(
             m
         }
     };
-    let reference = input::text("reference", body.reference.as_deref().unwrap_or(""), 200)?;
+    let reference = input::text(
+        "reference",
+        body.reference.as_deref().unwrap_or(""),
+        MAX_PAYMENT_REFERENCE,
+    )?;
     let not_found = || Error::not_found("Supplier invoice not found");
     // Other branches' invoices read as missing to a non-admin.
     let invoice = {

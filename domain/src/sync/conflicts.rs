@@ -213,25 +213,31 @@ pub enum Strategy {
 }
 
 impl Strategy {
+    /// Every strategy, in the order the document lists them.
+    pub const ALL: [Strategy; 4] = [
+        Strategy::LastWriteWins,
+        Strategy::Client,
+        Strategy::Server,
+        Strategy::Merge,
+    ];
+
     /// The strategy a resolution names; 400 naming `strategy` when it is
     /// missing or none of them.
     pub fn required(s: Option<&str>) -> Result<Strategy> {
         s.and_then(Strategy::parse).ok_or_else(|| {
             Error::validation(
                 "strategy",
-                "`strategy` must be one of last_write_wins, client, server, merge.",
+                format!(
+                    "`strategy` must be one of {}.",
+                    Strategy::ALL.map(Strategy::as_str).join(", ")
+                ),
             )
         })
     }
 
+    /// The strategy named exactly `s` (no trimming, no case folding).
     pub fn parse(s: &str) -> Option<Strategy> {
-        match s {
-            "last_write_wins" => Some(Strategy::LastWriteWins),
-            "client" => Some(Strategy::Client),
-            "server" => Some(Strategy::Server),
-            "merge" => Some(Strategy::Merge),
-            _ => None,
-        }
+        Strategy::ALL.into_iter().find(|st| st.as_str() == s)
     }
 
     pub fn as_str(self) -> &'static str {

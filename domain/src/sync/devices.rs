@@ -200,7 +200,7 @@ pub async fn register_till(
     branch_id: Uuid,
     name: &str,
 ) -> Result<Device> {
-    let name = input::required_text("name", name, 200)?;
+    let name = input::required_text("name", name, input::max::NAME)?;
     let mut client = pool.get().await?;
     if branches::get(&client, branch_id).await?.is_none() {
         return Err(Error::validation(

@@ -7,7 +7,11 @@ use argon2::Argon2;
 
 use crate::{Error, Result};
 
+/// Shortest new password, in characters.
 pub const MIN_PASSWORD_LEN: usize = 8;
+/// Longest new password, in bytes (what the hash reads): as many
+/// characters of ASCII, fewer of other scripts.
+pub const MAX_PASSWORD_BYTES: usize = 256;
 
 pub fn hash(password: &str) -> Result<String> {
     let salt = SaltString::generate(&mut OsRng);
@@ -48,7 +52,8 @@ pub fn decoy_hash() -> &'static str {
     DECOY.get_or_init(|| hash("decoy-password-never-matches").unwrap_or_default())
 }
 
-/// The rules of a new password (at least 8 characters, at most 256 bytes);
+/// The rules of a new password (at least [`MIN_PASSWORD_LEN`] characters,
+/// at most [`MAX_PASSWORD_BYTES`] bytes);
 /// a 400 names `password`.
 pub fn validate_new(password: &str) -> Result<()> {
     validate_new_as(password, "password")
@@ -62,10 +67,10 @@ pub fn validate_new_as(password: &str, field: &str) -> Result<()> {
             format!("`{field}` must be at least {MIN_PASSWORD_LEN} characters long."),
         ));
     }
-    if password.len() > 256 {
+    if password.len() > MAX_PASSWORD_BYTES {
         return Err(Error::validation(
             field,
-            format!("`{field}` is too long (at most 256 bytes)."),
+            format!("`{field}` is too long (at most {MAX_PASSWORD_BYTES} bytes)."),
         ));
     }
     Ok(())

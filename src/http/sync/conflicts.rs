@@ -41,7 +41,8 @@ pub async fn list(
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ResolveRequest {
     /// `last_write_wins`, `client`, `server` or `merge`.
-    #[schema(value_type = String, required = true, pattern = "^(last_write_wins|client|server|merge)$")]
+    // The document's pattern is built from `Strategy::ALL` (request rules).
+    #[schema(value_type = String, required = true)]
     pub strategy: Option<String>,
 }
 

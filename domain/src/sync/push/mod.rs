@@ -49,7 +49,7 @@ pub use answer::{AcceptedChange, Answer, PushAnswer, RejectedChange};
 use apply::{apply_change, ApplySales};
 use ledger::stored_answers;
 use parse::is_sale;
-pub use parse::{Change, PushChange, PushRequest};
+pub use parse::{Change, PushChange, PushRequest, MAX_NAME_CHARS};
 
 /// Most changes one push may carry.
 pub const MAX_CHANGES: usize = 500;

@@ -8,10 +8,11 @@ use uuid::Uuid;
 use super::Pusher;
 use crate::error::{Error, Result};
 use crate::idempotency::RequestDigest;
+use crate::input;
 use crate::sales::{NewSale, SaleRequest};
 
 /// Longest `entity` or `op` a change may name (the longest real one is 8).
-pub(super) const MAX_NAME_CHARS: usize = 50;
+pub const MAX_NAME_CHARS: usize = 50;
 
 /// How far in the past an offline sale may be dated.
 pub(super) const MAX_SALE_AGE_DAYS: i64 = 90;
@@ -32,7 +33,8 @@ pub struct PushRequest {
 pub struct PushChange {
     /// The till's id for this change; a repeat has one effect and gets the
     /// first answer again.
-    #[schema(min_length = 1, max_length = 200)]
+    // Its bounds (not blank, `input::max::MUTATION_ID` characters) are
+    // documented by the web layer's request rules from the same constant.
     pub client_mutation_id: String,
     /// `sale`, `sale_return`, `customer`, `supplier` or `medicine`.
     pub entity: String,
@@ -67,9 +69,10 @@ impl Change {
         let field = |k: &str| format!("changes[{index}].{k}");
         let shape = |k: &str| {
             let detail = match k {
-                "client_mutation_id" => {
-                    "Each change needs a `client_mutation_id` of 1 to 200 characters.".to_owned()
-                }
+                "client_mutation_id" => format!(
+                    "Each change needs a `client_mutation_id` of 1 to {} characters.",
+                    input::max::MUTATION_ID
+                ),
                 "payload" => format!("`{}` must be an object.", field(k)),
                 _ => format!("`{}` must be a string.", field(k)),
             };
@@ -85,7 +88,7 @@ impl Change {
             shape(named.unwrap_or("client_mutation_id"))
         })?;
         let cmid = typed.client_mutation_id.as_str();
-        if cmid.trim().is_empty() || cmid.chars().count() > 200 {
+        if cmid.trim().is_empty() || cmid.chars().count() > input::max::MUTATION_ID {
             return Err(shape("client_mutation_id"));
         }
         let (entity, op) = (typed.entity.as_str(), typed.op.as_str());

@@ -7,6 +7,7 @@
 //! the API.
 
 use deadpool_postgres::{GenericClient, Pool};
+use domain::tables::Table;
 use sea_query::{Expr, ExprTrait, Query};
 use uuid::Uuid;
 
@@ -28,7 +29,7 @@ pub const DEMO_BRANCHES: [(&str, &str, &str); 3] = [
 pub async fn ensure_organisation<C: GenericClient + Sync>(c: &C, name: &str) -> Result<Uuid> {
     let q = Query::select()
         .column("id")
-        .from("organisations")
+        .from(Table::Organisations)
         .limit(1)
         .to_owned();
     if let Some(row) = db::fetch_opt(c, &q).await? {
@@ -36,7 +37,7 @@ pub async fn ensure_organisation<C: GenericClient + Sync>(c: &C, name: &str) -> 
     }
     let id = Uuid::now_v7();
     let insert = Query::insert()
-        .into_table("organisations")
+        .into_table(Table::Organisations)
         .columns(["id", "name"])
         .values_panic([id.into(), name.into()])
         .to_owned();
@@ -47,7 +48,7 @@ pub async fn ensure_organisation<C: GenericClient + Sync>(c: &C, name: &str) -> 
 async fn branch_by_code<C: GenericClient + Sync>(c: &C, code: &str) -> Result<Option<Uuid>> {
     let q = Query::select()
         .column("id")
-        .from("branches")
+        .from(Table::Branches)
         .and_where(Expr::col("code").eq(code))
         .and_where(Expr::col("is_deleted").eq(false))
         .to_owned();
@@ -98,7 +99,7 @@ pub async fn create_admin(
     let org = ensure_organisation(&tx, "Pharmacy").await?;
     let any_branch = Query::select()
         .column("id")
-        .from("branches")
+        .from(Table::Branches)
         .and_where(Expr::col("is_deleted").eq(false))
         .limit(1)
         .to_owned();
@@ -193,7 +194,7 @@ pub async fn has_users(pool: &Pool) -> Result<bool> {
     let client = pool.get().await?;
     let q = Query::select()
         .expr(Expr::cust("1"))
-        .from("users")
+        .from(Table::Users)
         .limit(1)
         .to_owned();
     Ok(db::fetch_opt(&client, &q).await?.is_some())
@@ -637,7 +638,7 @@ async fn seed_supplier_invoices(pool: &Pool, (branch_id, user_id): (Uuid, Uuid))
     let client = pool.get().await?;
     let q = Query::select()
         .column("id")
-        .from("suppliers")
+        .from(Table::Suppliers)
         .order_by("name", sea_query::Order::Asc)
         .to_owned();
     let suppliers: Vec<Uuid> = db::fetch_all(&client, &q)

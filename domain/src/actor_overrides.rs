@@ -3,6 +3,7 @@
 //! overrides of the configuration (by branch code) into what each server
 //! process applies.
 
+use crate::tables::Table;
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
@@ -70,7 +71,7 @@ pub async fn all<C: GenericClient + Sync>(c: &C) -> Result<Vec<(String, Stored)>
         .from_as(TABLE, "o")
         .join_as(
             JoinType::InnerJoin,
-            "branches",
+            Table::Branches,
             "b",
             Expr::col(("b", "id")).equals(("o", "branch_id")),
         )
@@ -94,7 +95,7 @@ pub async fn branches_by_code<C: GenericClient + Sync>(
     let q = Query::select()
         .column("id")
         .expr_as(Func::upper(Expr::col("code")), "code")
-        .from("branches")
+        .from(Table::Branches)
         .and_where(Expr::col("is_deleted").eq(false))
         .and_where(Func::upper(Expr::col("code")).is_in(codes.iter().cloned()))
         .to_owned();
@@ -122,7 +123,7 @@ pub async fn lock_branch<C: GenericClient + Sync>(
 ) -> Result<Option<String>> {
     let q = Query::select()
         .column("code")
-        .from("branches")
+        .from(Table::Branches)
         .and_where(Expr::col("id").eq(branch_id))
         .and_where(Expr::col("org_id").eq(org_id))
         .and_where(Expr::col("is_deleted").eq(false))
@@ -141,7 +142,7 @@ pub async fn branch_code<C: GenericClient + Sync>(
 ) -> Result<Option<String>> {
     let q = Query::select()
         .column("code")
-        .from("branches")
+        .from(Table::Branches)
         .and_where(Expr::col("id").eq(branch_id))
         .and_where(Expr::col("org_id").eq(org_id))
         .and_where(Expr::col("is_deleted").eq(false))
@@ -202,7 +203,7 @@ pub async fn codes_of<C: GenericClient + Sync>(
     let q = Query::select()
         .column("id")
         .expr_as(Func::upper(Expr::col("code")), "code")
-        .from("branches")
+        .from(Table::Branches)
         .and_where(Expr::col("org_id").eq(org_id))
         .and_where(Expr::col("id").is_in(ids))
         .to_owned();
@@ -224,10 +225,10 @@ pub async fn devices_of<C: GenericClient + Sync>(
         .column(("d", "id"))
         .column(("d", "branch_id"))
         .expr_as(Func::upper(Expr::col(("b", "code"))), "code")
-        .from_as("devices", "d")
+        .from_as(Table::Devices, "d")
         .join_as(
             JoinType::InnerJoin,
-            "branches",
+            Table::Branches,
             "b",
             Expr::col(("b", "id")).equals(("d", "branch_id")),
         )

@@ -1,6 +1,7 @@
 //! Manager approvals: a request waits `pending` until an admin or a branch
 //! manager (never the requester) approves or rejects it, once.
 
+use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, LockType, Order, Query, SelectStatement};
@@ -85,7 +86,7 @@ impl Approval {
 fn select() -> SelectStatement {
     Query::select()
         .columns(COLUMNS)
-        .from("approvals")
+        .from(Table::Approvals)
         .to_owned()
 }
 
@@ -106,7 +107,7 @@ pub async fn list<C: GenericClient + Sync>(
     status: Option<&str>,
     page: Page,
 ) -> Result<(Vec<Approval>, i64)> {
-    let mut base = Query::select().from("approvals").to_owned();
+    let mut base = Query::select().from(Table::Approvals).to_owned();
     if let Some(b) = branch_id {
         base.and_where(Expr::col("branch_id").eq(b));
     }
@@ -199,7 +200,7 @@ pub async fn insert<C: GenericClient + Sync>(c: &C, a: NewApproval) -> Result<Ap
         ));
     }
     let q = Query::insert()
-        .into_table("approvals")
+        .into_table(Table::Approvals)
         .columns([
             "id",
             "branch_id",
@@ -230,7 +231,7 @@ pub async fn decide<C: GenericClient + Sync>(
     by: Uuid,
 ) -> Result<Option<Approval>> {
     let q = Query::update()
-        .table("approvals")
+        .table(Table::Approvals)
         .value("status", status)
         .value("approved_by", by)
         .value("decided_at", Utc::now())

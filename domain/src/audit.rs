@@ -1,5 +1,6 @@
 //! The audit log: who changed what, when, with the before and after values.
 
+use crate::tables::Table;
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, Query, SimpleExpr};
 use serde_json::Value as Json;
@@ -23,7 +24,7 @@ pub struct Entry<'a> {
 pub async fn write<C: GenericClient + Sync>(tx: &C, e: Entry<'_>) -> Result<()> {
     let actor_branch = Query::select()
         .column("branch_id")
-        .from("users")
+        .from(Table::Users)
         .and_where(Expr::col("id").eq(e.actor_id))
         .to_owned();
     insert(tx, actor_branch.into(), e).await
@@ -42,7 +43,7 @@ pub async fn write_for<C: GenericClient + Sync>(
 
 async fn insert<C: GenericClient + Sync>(tx: &C, branch: SimpleExpr, e: Entry<'_>) -> Result<()> {
     let q = Query::insert()
-        .into_table("audit_log")
+        .into_table(Table::AuditLog)
         .columns([
             "id",
             "actor_id",
@@ -109,10 +110,10 @@ pub async fn list<C: GenericClient + Sync>(
 ) -> Result<(Vec<AuditRow>, i64)> {
     use sea_query::{JoinType, Order};
     let mut base = Query::select()
-        .from_as("audit_log", "a")
+        .from_as(Table::AuditLog, "a")
         .join_as(
             JoinType::LeftJoin,
-            "users",
+            Table::Users,
             "u",
             Expr::col(("u", "id")).equals(("a", "actor_id")),
         )

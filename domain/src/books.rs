@@ -1,6 +1,7 @@
 //! The statutory books an inspector reads (prescription book, classified
 //! drugs register) and the fiscal payload of a sale.
 
+use crate::tables::Table;
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
@@ -76,7 +77,7 @@ pub async fn prescription_book<C: GenericClient + Sync>(
     paging: Paging,
 ) -> Result<(Vec<PrescriptionBookRow>, i64)> {
     let mut base = Query::select()
-        .from_as("prescriptions", "p")
+        .from_as(Table::Prescriptions, "p")
         .and_where(Expr::col(("p", "is_deleted")).eq(false))
         .to_owned();
     within(&mut base, ("p", "branch_id"), ("p", "created_at"), scope);
@@ -103,7 +104,7 @@ pub async fn prescription_book<C: GenericClient + Sync>(
         )
         .join_as(
             JoinType::LeftJoin,
-            "users",
+            Table::Users,
             "u",
             Expr::col(("u", "id")).equals(("p", "created_by")),
         )
@@ -163,10 +164,10 @@ pub async fn classified_book<C: GenericClient + Sync>(
     paging: Paging,
 ) -> Result<(Vec<ClassifiedBookRow>, i64)> {
     let mut base = Query::select()
-        .from_as("controlled_dispenses", "d")
+        .from_as(Table::ControlledDispenses, "d")
         .join_as(
             JoinType::InnerJoin,
-            "medicines",
+            Table::Medicines,
             "m",
             Expr::col(("m", "id")).equals(("d", "medicine_id")),
         )
@@ -191,19 +192,19 @@ pub async fn classified_book<C: GenericClient + Sync>(
         .expr_as(Expr::col(("r", "credit_note_number")), "credit_note_number")
         .join_as(
             JoinType::LeftJoin,
-            "sale_returns",
+            Table::SaleReturns,
             "r",
             Expr::col(("r", "id")).equals(("d", "credit_note_id")),
         )
         .join_as(
             JoinType::LeftJoin,
-            "users",
+            Table::Users,
             "u",
             Expr::col(("u", "id")).equals(("d", "dispensed_by")),
         )
         .join_as(
             JoinType::InnerJoin,
-            "sales",
+            Table::Sales,
             "s",
             Expr::col(("s", "id")).equals(("d", "sale_id")),
         )

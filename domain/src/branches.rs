@@ -1,5 +1,6 @@
 //! Branches: the snapshot Branch shape, reads and writes.
 
+use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, Order, Query, SelectStatement};
@@ -79,7 +80,10 @@ impl Branch {
 }
 
 fn select() -> SelectStatement {
-    Query::select().columns(COLUMNS).from("branches").to_owned()
+    Query::select()
+        .columns(COLUMNS)
+        .from(Table::Branches)
+        .to_owned()
 }
 
 /// The live branch a request's `branch_id` names: 400 naming the field
@@ -220,7 +224,7 @@ async fn emit<C: GenericClient + Sync>(tx: &C, rev: i64, b: &Branch, op: Op) -> 
 pub async fn currency_active<C: GenericClient + Sync>(c: &C, code: &str) -> Result<bool> {
     let q = Query::select()
         .expr(Expr::cust("1"))
-        .from("currencies")
+        .from(Table::Currencies)
         .and_where(Expr::col("code").eq(code))
         .and_where(Expr::col("is_active").eq(true))
         .to_owned();
@@ -231,7 +235,7 @@ pub async fn currency_active<C: GenericClient + Sync>(c: &C, code: &str) -> Resu
 pub async fn active_user_count<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<i64> {
     let q = Query::select()
         .expr(Expr::col("id").count())
-        .from("users")
+        .from(Table::Users)
         .and_where(Expr::col("branch_id").eq(id))
         .and_where(Expr::col("is_active").eq(true))
         .to_owned();
@@ -336,7 +340,7 @@ pub async fn create_branch(pool: &Pool, acting: &Acting, body: BranchCreate) -> 
 async fn base_currency<C: GenericClient + Sync>(client: &C) -> Result<String> {
     let q = Query::select()
         .column("base_currency")
-        .from("settings")
+        .from(Table::Settings)
         .to_owned();
     Ok(db::fetch_opt(client, &q)
         .await?

@@ -2,6 +2,7 @@
 //! serialises opens in this process; the partial unique index
 //! `cash_sessions_one_open_per_branch` makes it hold across processes.
 
+use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde::Serialize;
@@ -216,7 +217,7 @@ pub async fn get<C: deadpool_postgres::GenericClient + Sync>(
     use sea_query::{Expr, ExprTrait, Query};
     let q = Query::select()
         .columns(COLUMNS)
-        .from("cash_sessions")
+        .from(Table::CashSessions)
         .and_where(Expr::col("id").eq(id))
         .to_owned();
     Ok(db::fetch_opt(client, &q)
@@ -232,7 +233,7 @@ pub async fn current<C: deadpool_postgres::GenericClient + Sync>(
     use sea_query::{Expr, ExprTrait, Query};
     let q = Query::select()
         .columns(COLUMNS)
-        .from("cash_sessions")
+        .from(Table::CashSessions)
         .and_where(Expr::col("branch_id").eq(branch_id))
         .and_where(Expr::col("status").eq("open"))
         .to_owned();

@@ -1,6 +1,7 @@
 //! The ISO 4217 currency registry and the exchange rates filed against the
 //! base currency (`rate` = units of the currency per one unit of the base).
 
+use crate::tables::Table;
 use chrono::{DateTime, NaiveDate, Utc};
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
@@ -41,7 +42,7 @@ const CURRENCY_COLUMNS: [&str; 5] = ["code", "name", "symbol", "exponent", "is_a
 pub async fn list<C: GenericClient + Sync>(c: &C, active: Option<bool>) -> Result<Vec<Currency>> {
     let mut q = Query::select()
         .columns(CURRENCY_COLUMNS)
-        .from("currencies")
+        .from(Table::Currencies)
         .order_by("code", Order::Asc)
         .to_owned();
     if let Some(a) = active {
@@ -57,7 +58,7 @@ pub async fn list<C: GenericClient + Sync>(c: &C, active: Option<bool>) -> Resul
 pub async fn get<C: GenericClient + Sync>(c: &C, code: &str) -> Result<Option<Currency>> {
     let q = Query::select()
         .columns(CURRENCY_COLUMNS)
-        .from("currencies")
+        .from(Table::Currencies)
         .and_where(Expr::col("code").eq(code))
         .to_owned();
     Ok(db::fetch_opt(c, &q).await?.map(|r| Currency::from_row(&r)))
@@ -123,7 +124,7 @@ pub struct NewRate {
 /// Files a rate; rates are never edited (a new one supersedes).
 pub async fn insert_rate<C: GenericClient + Sync>(c: &C, r: NewRate) -> Result<Rate> {
     let q = Query::insert()
-        .into_table("exchange_rates")
+        .into_table(Table::ExchangeRates)
         .columns([
             "id",
             "currency_code",
@@ -154,7 +155,7 @@ pub async fn current_rate<C: GenericClient + Sync>(
 ) -> Result<Option<Rate>> {
     let q = Query::select()
         .columns(RATE_COLUMNS)
-        .from("exchange_rates")
+        .from(Table::ExchangeRates)
         .and_where(Expr::col("currency_code").eq(currency_code))
         .and_where(Expr::col("base_currency_code").eq(base_currency_code))
         .and_where(Expr::col("effective_at").lte(Expr::cust("now()")))
@@ -173,7 +174,7 @@ pub async fn branch_currency<C: GenericClient + Sync>(
 ) -> Result<Option<String>> {
     let q = Query::select()
         .column("currency_code")
-        .from("branches")
+        .from(Table::Branches)
         .and_where(Expr::col("id").eq(branch_id))
         .and_where(Expr::col("is_deleted").eq(false))
         .to_owned();

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod paging;
 pub mod replica;
 pub mod role;
+pub mod tables;
 pub mod window;
 pub mod wire;
 

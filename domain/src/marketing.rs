@@ -1,5 +1,6 @@
 //! Public marketing enquiries.
 
+use crate::tables::Table;
 use deadpool_postgres::GenericClient;
 use sea_query::Query;
 use serde::Deserialize;
@@ -44,7 +45,7 @@ pub struct Enquiry {
 pub async fn insert<C: GenericClient + Sync>(c: &C, e: Enquiry) -> Result<Uuid> {
     let id = Uuid::now_v7();
     let q = Query::insert()
-        .into_table("marketing_enquiries")
+        .into_table(Table::MarketingEnquiries)
         .columns([
             "id",
             "name",

@@ -9,6 +9,7 @@
 //! catalogue rows like medicines: each write takes a change-log rev and
 //! joins the change feed as `medicine_pack`.
 
+use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{GenericClient, Pool};
 use rust_decimal::Decimal;
@@ -211,7 +212,7 @@ fn fields(body: PackWrite) -> Result<(Fields, Option<String>)> {
 async fn lock_medicine<C: GenericClient + Sync>(c: &C, medicine_id: Uuid) -> Result<()> {
     let q = Query::select()
         .column("id")
-        .from("medicines")
+        .from(Table::Medicines)
         .and_where(Expr::col("id").eq(medicine_id))
         .and_where(Expr::col("is_deleted").eq(false))
         .lock(sea_query::LockType::Update)
@@ -326,7 +327,7 @@ async fn emit<C: GenericClient + Sync>(tx: &C, rev: i64, p: &Pack, op: Op) -> Re
 fn select() -> sea_query::SelectStatement {
     Query::select()
         .columns(COLUMNS)
-        .from("medicine_packs")
+        .from(Table::MedicinePacks)
         .and_where(Expr::col("is_deleted").eq(false))
         .to_owned()
 }
@@ -353,7 +354,7 @@ pub async fn list<C: GenericClient + Sync>(
 ) -> Result<Vec<Pack>> {
     let exists = Query::select()
         .column("id")
-        .from("medicines")
+        .from(Table::Medicines)
         .and_where(Expr::col("id").eq(medicine_id))
         .and_where(Expr::col("is_deleted").eq(false))
         .to_owned();

@@ -5,6 +5,7 @@
 //! names a batch, this branch's batch of that medicine with that number is
 //! read with what a counter needs to know about it. Nothing is written.
 
+use crate::tables::Table;
 use chrono::NaiveDate;
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, Order, Query};
@@ -111,7 +112,7 @@ async fn product<C: GenericClient + Sync>(
         let gtin = g.to_string();
         let q = Query::select()
             .columns(["medicine_id", "pack_id"])
-            .from("product_gtins")
+            .from(Table::ProductGtins)
             .and_where(Expr::col("gtin").eq(gtin.clone()))
             .to_owned();
         return db::fetch_opt(c, &q)
@@ -128,7 +129,7 @@ async fn product<C: GenericClient + Sync>(
     let text = r.in_house.clone().unwrap_or_default();
     let q = Query::select()
         .column("id")
-        .from("medicines")
+        .from(Table::Medicines)
         .and_where(Expr::col("barcode").eq(text.clone()))
         .and_where(Expr::col("is_deleted").eq(false))
         .to_owned();
@@ -235,7 +236,7 @@ pub async fn batch<C: GenericClient + Sync>(
 ) -> Result<Option<ScannedBatch>> {
     let q = Query::select()
         .columns(stock::COLUMNS)
-        .from("batches")
+        .from(Table::Batches)
         .and_where(Expr::col("branch_id").eq(branch_id))
         .and_where(Expr::col("medicine_id").eq(medicine_id))
         .and_where(Expr::col("batch_number").eq(number))

@@ -2,6 +2,7 @@
 //! is `ready` until it is `picked_up` or `cancelled`; each move is one
 //! conditional update (`WHERE status = 'ready'`).
 
+use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, Order, Query, SelectStatement};
@@ -88,7 +89,7 @@ impl WillCall {
 fn select() -> SelectStatement {
     Query::select()
         .columns(COLUMNS)
-        .from("will_call_pickups")
+        .from(Table::WillCallPickups)
         .to_owned()
 }
 
@@ -105,7 +106,7 @@ pub async fn list<C: GenericClient + Sync>(
     page: Page,
 ) -> Result<(Vec<WillCall>, i64)> {
     let mut base = Query::select()
-        .from("will_call_pickups")
+        .from(Table::WillCallPickups)
         .and_where(Expr::col("branch_id").eq(branch_id))
         .to_owned();
     if let Some(s) = status {
@@ -216,7 +217,7 @@ pub async fn insert<C: GenericClient + Sync>(c: &C, w: NewWillCall) -> Result<Wi
         check_in_branch(c, "sale_id", "sales", id, w.branch_id, false).await?;
     }
     let q = Query::insert()
-        .into_table("will_call_pickups")
+        .into_table(Table::WillCallPickups)
         .columns([
             "id",
             "branch_id",
@@ -251,7 +252,7 @@ pub enum Move {
 pub async fn apply<C: GenericClient + Sync>(c: &C, id: Uuid, mv: Move) -> Result<Option<WillCall>> {
     let now = Utc::now();
     let mut q = Query::update()
-        .table("will_call_pickups")
+        .table(Table::WillCallPickups)
         .value("updated_at", now)
         .and_where(Expr::col("id").eq(id))
         .and_where(Expr::col("status").eq("ready"))

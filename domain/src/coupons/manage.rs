@@ -2,6 +2,7 @@
 //! coupon's medicine or category must exist) and the coupon as the coupon
 //! endpoints answer it.
 
+use crate::tables::Table;
 use chrono::{DateTime, NaiveDate, Utc};
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
@@ -244,7 +245,7 @@ async fn target<C: GenericClient + Sync>(
         let uuid = Uuid::parse_str(&id).map_err(|_| missing())?;
         let q = Query::select()
             .expr(Expr::cust("1"))
-            .from("medicines")
+            .from(Table::Medicines)
             .and_where(Expr::col("id").eq(uuid))
             .and_where(Expr::col("is_deleted").eq(false))
             .to_owned();
@@ -253,7 +254,7 @@ async fn target<C: GenericClient + Sync>(
         let slug = id.to_lowercase();
         let q = Query::select()
             .expr(Expr::cust("1"))
-            .from("categories")
+            .from(Table::Categories)
             .and_where(Expr::col("slug").eq(slug.clone()))
             .to_owned();
         (q, slug)
@@ -294,7 +295,7 @@ pub async fn live<C: GenericClient + Sync>(
         .collect();
     let count = Query::select()
         .expr(Expr::cust("count(*)"))
-        .from("coupons")
+        .from(Table::Coupons)
         .and_where(live)
         .to_owned();
     let total: i64 = db::fetch_one(client, &count).await?.get(0);

@@ -2,6 +2,7 @@
 //! `usage_count` rises by a conditional update in the sale's transaction, and
 //! a CHECK keeps it at or below `max_uses`, so concurrent sales never overuse.
 
+use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
@@ -159,7 +160,10 @@ impl Coupon {
 }
 
 pub fn select() -> SelectStatement {
-    Query::select().columns(COLUMNS).from("coupons").to_owned()
+    Query::select()
+        .columns(COLUMNS)
+        .from(Table::Coupons)
+        .to_owned()
 }
 
 /// A live coupon by code (already uppercased).
@@ -198,7 +202,7 @@ pub fn check_usable(c: &Coupon, now: DateTime<Utc>) -> Result<()> {
 pub async fn redeem<C: GenericClient + Sync>(tx: &C, coupon: &Coupon) -> Result<Coupon> {
     let rev = changes::allocate(tx).await?;
     let q = Query::update()
-        .table("coupons")
+        .table(Table::Coupons)
         .value("usage_count", Expr::col("usage_count").add(1))
         .value("rev", rev)
         .value("updated_at", Utc::now())
@@ -258,7 +262,7 @@ pub struct NewCoupon {
 pub async fn insert<C: GenericClient + Sync>(tx: &C, n: NewCoupon) -> Result<Coupon> {
     let rev = changes::allocate(tx).await?;
     let q = Query::insert()
-        .into_table("coupons")
+        .into_table(Table::Coupons)
         .columns([
             "id",
             "code",

@@ -7,6 +7,7 @@
 //! refund) shares the one conditional-update-plus-ledger-row routine here;
 //! splitting it would put the invariant's code in several places.
 
+use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
@@ -140,7 +141,7 @@ impl Customer {
 pub async fn get<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<Customer>> {
     let q = Query::select()
         .columns(COLUMNS)
-        .from("customers")
+        .from(Table::Customers)
         .and_where(Expr::col("id").eq(id))
         .and_where(Expr::col("is_deleted").eq(false))
         .to_owned();
@@ -201,7 +202,7 @@ pub async fn charge<C: GenericClient + Sync>(
 ) -> Result<Customer> {
     let revs = allocate_revs(tx).await?;
     let q = Query::update()
-        .table("customers")
+        .table(Table::Customers)
         .value("current_balance", Expr::col("current_balance").add(amount))
         .value("updated_at", Utc::now())
         .and_where(Expr::col("id").eq(customer_id))
@@ -244,7 +245,7 @@ pub async fn refund<C: GenericClient + Sync>(
 ) -> Result<Customer> {
     let revs = allocate_revs(tx).await?;
     let q = Query::update()
-        .table("customers")
+        .table(Table::Customers)
         .value("current_balance", Expr::col("current_balance").sub(amount))
         .value("updated_at", Utc::now())
         .and_where(Expr::col("id").eq(customer_id))
@@ -572,7 +573,7 @@ async fn pay_at<C: GenericClient + Sync>(
     let amount = p.amount;
     let moved = if amount > Decimal::ZERO {
         let q = Query::update()
-            .table("customers")
+            .table(Table::Customers)
             .value("current_balance", Expr::col("current_balance").sub(amount))
             .value("updated_at", Utc::now())
             .and_where(Expr::col("id").eq(p.customer_id))

@@ -1,6 +1,7 @@
 //! Customers (organisation-wide) and their ledger: reads and plain writes.
 //! Balance changes live in `crate::customers` (payments, credit sales).
 
+use crate::tables::Table;
 use deadpool_postgres::GenericClient;
 use sea_query::extension::postgres::PgExpr;
 use sea_query::{Cond, Expr, ExprTrait, LockType, Order, Query};
@@ -26,7 +27,7 @@ pub async fn list<C: GenericClient + Sync>(
     page: Page,
 ) -> Result<(Vec<Customer>, i64)> {
     let mut base = Query::select()
-        .from("customers")
+        .from(Table::Customers)
         .and_where(Expr::col("is_deleted").eq(false))
         .to_owned();
     if let Some(s) = search.map(str::trim).filter(|s| !s.is_empty()) {
@@ -135,7 +136,7 @@ fn gives_credit(body: &CustomerWrite) -> bool {
 async fn locked_credit<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<(Decimal, bool)> {
     let q = Query::select()
         .columns(["credit_limit", "is_credit_allowed"])
-        .from("customers")
+        .from(Table::Customers)
         .and_where(Expr::col("id").eq(id))
         .and_where(Expr::col("is_deleted").eq(false))
         .lock(LockType::Update)
@@ -242,7 +243,7 @@ pub async fn ledger<C: GenericClient + Sync>(
     page: Page,
 ) -> Result<(Vec<LedgerRow>, i64)> {
     let ledger = Query::select()
-        .from_as("customer_ledger", "l")
+        .from_as(Table::CustomerLedger, "l")
         .and_where(Expr::col(("l", "customer_id")).eq(customer_id))
         .to_owned();
     let (rows, total) = paging::fetch(c, ledger, ("l", "id"), page, |q| {

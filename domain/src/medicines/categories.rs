@@ -1,5 +1,6 @@
 //! Category slugs: an unknown slug is added on first use.
 
+use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, Query};
@@ -31,7 +32,7 @@ pub async fn ensure_category<C: GenericClient + Sync>(tx: &C, text: &str) -> Res
     }
     let exists = Query::select()
         .column("slug")
-        .from("categories")
+        .from(Table::Categories)
         .and_where(Expr::col("slug").eq(slug.clone()))
         .to_owned();
     if db::fetch_opt(tx, &exists).await?.is_some() {

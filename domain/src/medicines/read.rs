@@ -1,6 +1,7 @@
 //! Reading medicines: one, a filtered page, the stored row, and the default
 //! low-stock threshold.
 
+use crate::tables::Table;
 use deadpool_postgres::GenericClient;
 use sea_query::extension::postgres::PgExpr;
 use sea_query::{Cond, Expr, ExprTrait, Order, Query, SelectStatement};
@@ -31,7 +32,7 @@ pub(super) fn select(branch_id: Option<Uuid>) -> SelectStatement {
     Query::select()
         .columns(COLUMNS)
         .expr_as(stock_expr(branch_id), "stock_quantity")
-        .from("medicines")
+        .from(Table::Medicines)
         .to_owned()
 }
 
@@ -63,7 +64,7 @@ pub async fn list<C: GenericClient + Sync>(
     page: Page,
 ) -> Result<(Vec<Medicine>, i64)> {
     let mut base = Query::select()
-        .from("medicines")
+        .from(Table::Medicines)
         .and_where(Expr::col("is_deleted").eq(false))
         .and_where(Expr::col("is_active").eq(true))
         .to_owned();
@@ -103,7 +104,7 @@ pub async fn current<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<
 pub async fn default_threshold<C: GenericClient + Sync>(c: &C) -> Result<i32> {
     let q = Query::select()
         .column("default_low_stock_threshold")
-        .from("settings")
+        .from(Table::Settings)
         .limit(1)
         .to_owned();
     Ok(db::fetch_opt(c, &q).await?.map(|r| r.get(0)).unwrap_or(10))

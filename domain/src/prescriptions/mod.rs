@@ -2,6 +2,7 @@
 //! `rx_number`, and the status moves. Every move is a conditional update
 //! (`WHERE status = 'PENDING'`), so concurrent moves cannot both succeed.
 
+use crate::tables::Table;
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
@@ -146,10 +147,10 @@ fn select() -> SelectStatement {
     Query::select()
         .columns(COLUMNS.map(|c| ("p", c)))
         .expr_as(Expr::col(("u", "full_name")), "dispensed_by_name")
-        .from_as("prescriptions", "p")
+        .from_as(Table::Prescriptions, "p")
         .join_as(
             JoinType::LeftJoin,
-            "users",
+            Table::Users,
             "u",
             Expr::col(("u", "id")).equals(("p", "dispensed_by")),
         )
@@ -180,10 +181,10 @@ async fn items_of<C: GenericClient + Sync>(
         )
         .expr_as(Expr::col(("m", "name")), "medicine_name")
         .columns(["selling_price", "vat_category", "requires_prescription"].map(|c| ("m", c)))
-        .from_as("prescription_items", "i")
+        .from_as(Table::PrescriptionItems, "i")
         .join_as(
             JoinType::InnerJoin,
-            "medicines",
+            Table::Medicines,
             "m",
             Expr::col(("m", "id")).equals(("i", "medicine_id")),
         )
@@ -266,7 +267,7 @@ async fn check_medicines<C: GenericClient + Sync>(c: &C, items: &[NewItem]) -> R
     let ids: Vec<Uuid> = items.iter().map(|i| i.medicine_id).collect();
     let q = Query::select()
         .column("id")
-        .from("medicines")
+        .from(Table::Medicines)
         .and_where(Expr::col("id").is_in(ids))
         .and_where(Expr::col("is_deleted").eq(false))
         .and_where(Expr::col("is_active").eq(true))
@@ -291,7 +292,7 @@ async fn check_medicines<C: GenericClient + Sync>(c: &C, items: &[NewItem]) -> R
 async fn next_rx_number<C: GenericClient + Sync>(tx: &C, branch_id: Uuid) -> Result<String> {
     let q = Query::select()
         .column("code")
-        .from("branches")
+        .from(Table::Branches)
         .and_where(Expr::col("id").eq(branch_id))
         .and_where(Expr::col("is_deleted").eq(false))
         .to_owned();
@@ -301,7 +302,7 @@ async fn next_rx_number<C: GenericClient + Sync>(tx: &C, branch_id: Uuid) -> Res
         .get(0);
     let code = code.to_uppercase();
     let bump = Query::insert()
-        .into_table("prescription_counters")
+        .into_table(Table::PrescriptionCounters)
         .columns(["branch_code", "last_number"])
         .values_panic([code.clone().into(), 1i64.into()])
         .on_conflict(
@@ -324,7 +325,7 @@ pub async fn insert<C: GenericClient + Sync>(tx: &C, p: NewPrescription) -> Resu
     let rx_number = next_rx_number(tx, p.branch_id).await?;
     let id = Uuid::now_v7();
     let q = Query::insert()
-        .into_table("prescriptions")
+        .into_table(Table::Prescriptions)
         .columns([
             "id",
             "branch_id",
@@ -350,7 +351,7 @@ pub async fn insert<C: GenericClient + Sync>(tx: &C, p: NewPrescription) -> Resu
         .to_owned();
     db::execute(tx, &q).await?;
     let mut lines = Query::insert()
-        .into_table("prescription_items")
+        .into_table(Table::PrescriptionItems)
         .columns([
             "id",
             "prescription_id",
@@ -385,7 +386,7 @@ pub struct SaleRef {
 pub async fn sale_ref<C: GenericClient + Sync>(c: &C, sale_id: Uuid) -> Result<Option<SaleRef>> {
     let q = Query::select()
         .columns(["branch_id", "prescription_id"])
-        .from("sales")
+        .from(Table::Sales)
         .and_where(Expr::col("id").eq(sale_id))
         .to_owned();
     Ok(db::fetch_opt(c, &q).await?.map(|r| SaleRef {
@@ -426,7 +427,7 @@ impl Move {
 pub async fn apply<C: GenericClient + Sync>(tx: &C, id: Uuid, mv: Move) -> Result<bool> {
     let now = Utc::now();
     let mut q = Query::update()
-        .table("prescriptions")
+        .table(Table::Prescriptions)
         .value("updated_at", now)
         .and_where(Expr::col("id").eq(id))
         .and_where(Expr::col("is_deleted").eq(false))

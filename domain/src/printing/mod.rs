@@ -6,6 +6,7 @@
 //! the branch's rows it decides on. The partial unique index
 //! `*_one_default_per_branch` stops two defaults even if a writer forgot.
 
+use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, LockType, Order, Query, SelectStatement};
@@ -225,7 +226,7 @@ pub(crate) async fn get<C: GenericClient + Sync>(
 async fn lock_branch<C: GenericClient + Sync>(tx: &C, branch_id: Uuid) -> Result<bool> {
     let q = Query::select()
         .column("id")
-        .from("branches")
+        .from(Table::Branches)
         .and_where(Expr::col("id").eq(branch_id))
         .and_where(Expr::col("is_deleted").eq(false))
         .lock(LockType::NoKeyUpdate)
@@ -450,7 +451,7 @@ pub struct NewJob {
 /// Appends a job; rows are never edited afterwards.
 pub async fn log_job<C: GenericClient + Sync>(c: &C, j: NewJob) -> Result<PrintJob> {
     let q = Query::insert()
-        .into_table("print_jobs")
+        .into_table(Table::PrintJobs)
         .columns([
             "id",
             "branch_id",
@@ -479,7 +480,7 @@ pub async fn log_job<C: GenericClient + Sync>(c: &C, j: NewJob) -> Result<PrintJ
 pub async fn get_job<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<PrintJob>> {
     let q = Query::select()
         .columns(JOB_COLUMNS)
-        .from("print_jobs")
+        .from(Table::PrintJobs)
         .and_where(Expr::col("id").eq(id))
         .to_owned();
     Ok(db::fetch_opt(c, &q).await?.map(|r| PrintJob::from_row(&r)))
@@ -492,7 +493,7 @@ pub async fn list_jobs<C: GenericClient + Sync>(
     reference_id: Option<&str>,
     page: Page,
 ) -> Result<(Vec<PrintJob>, i64)> {
-    let mut base = Query::select().from("print_jobs").to_owned();
+    let mut base = Query::select().from(Table::PrintJobs).to_owned();
     if let Some(b) = branch_id {
         base.and_where(Expr::col("branch_id").eq(b));
     }

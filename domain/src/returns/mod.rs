@@ -31,6 +31,7 @@
 //! (reads, replays, the chain check, the fiscal payload), and here the
 //! branch actor's commands.
 
+use crate::tables::Table;
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, Query};
 use serde::Deserialize;
@@ -122,7 +123,7 @@ impl Command for DecideRefund {
         .await?;
         let q = Query::select()
             .column("id")
-            .from("sale_returns")
+            .from(Table::SaleReturns)
             .and_where(Expr::col("approval_id").eq(self.approval_id))
             .to_owned();
         let return_id: Uuid = db::fetch_opt(&tx, &q)

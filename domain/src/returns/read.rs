@@ -2,6 +2,7 @@
 //! the earlier return of a mutation id, the credit note chain check and the
 //! fiscal payload of a credit note.
 
+use crate::tables::Table;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
@@ -90,16 +91,16 @@ async fn select<C: GenericClient + Sync>(
 ) -> Result<Vec<CreditNote>> {
     let mut q = Query::select()
         .expr(Expr::cust(NOTE_COLUMNS))
-        .from_as("sale_returns", "r")
+        .from_as(Table::SaleReturns, "r")
         .join_as(
             JoinType::InnerJoin,
-            "sales",
+            Table::Sales,
             "s",
             Expr::col(("s", "id")).equals(("r", "sale_id")),
         )
         .join_as(
             JoinType::LeftJoin,
-            "users",
+            Table::Users,
             "u",
             Expr::col(("u", "id")).equals(("r", "created_by")),
         )
@@ -176,7 +177,7 @@ pub async fn list<C: GenericClient + Sync>(
             q.and_where(Expr::col(("r", "created_at")).lt(until));
         }
     };
-    let mut list = Query::select().from_as("sale_returns", "r").to_owned();
+    let mut list = Query::select().from_as(Table::SaleReturns, "r").to_owned();
     filter(&mut list);
     let total = paging::count(c, &list, ("r", "id")).await?;
     let notes = select(c, |q| {
@@ -193,7 +194,7 @@ pub async fn list<C: GenericClient + Sync>(
 pub async fn sale_branch<C: GenericClient + Sync>(c: &C, sale_id: Uuid) -> Result<Option<Uuid>> {
     let q = Query::select()
         .column("branch_id")
-        .from("sales")
+        .from(Table::Sales)
         .and_where(Expr::col("id").eq(sale_id))
         .to_owned();
     Ok(db::fetch_opt(c, &q).await?.map(|r| r.get(0)))
@@ -207,7 +208,7 @@ pub async fn refund_approval_branch<C: GenericClient + Sync>(
 ) -> Result<Option<Uuid>> {
     let q = Query::select()
         .column("branch_id")
-        .from("sale_returns")
+        .from(Table::SaleReturns)
         .and_where(Expr::col("approval_id").eq(approval_id))
         .to_owned();
     Ok(db::fetch_opt(c, &q).await?.map(|r| r.get(0)))

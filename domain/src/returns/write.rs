@@ -9,6 +9,7 @@
 //! customers, their invoice counter and the session in that order too, so
 //! returns and sales never wait on each other in a circle.
 
+use crate::tables::Table;
 use std::collections::HashMap;
 
 use chrono::{DateTime, SubsecRound, Utc};
@@ -40,7 +41,7 @@ struct SaleHead {
 async fn sale_head<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Option<SaleHead>> {
     let q = Query::select()
         .columns(["id", "branch_id", "payment_method", "customer_id"])
-        .from("sales")
+        .from(Table::Sales)
         .and_where(Expr::col("id").eq(id))
         .to_owned();
     Ok(db::fetch_opt(tx, &q).await?.map(|r| SaleHead {
@@ -227,7 +228,7 @@ pub async fn file<C: GenericClient + Sync>(tx: &C, r: &NewReturn) -> Result<Cred
         Some(approval.id)
     };
     let insert = Query::insert()
-        .into_table("sale_returns")
+        .into_table(Table::SaleReturns)
         .columns([
             "id",
             "sale_id",
@@ -268,7 +269,7 @@ pub async fn file<C: GenericClient + Sync>(tx: &C, r: &NewReturn) -> Result<Cred
         ])
         .to_owned();
     let mut items = Query::insert()
-        .into_table("sale_return_items")
+        .into_table(Table::SaleReturnItems)
         .columns([
             "id",
             "return_id",
@@ -386,7 +387,7 @@ fn release_serials_stmt(return_id: Uuid, items: &[CreditNoteItem]) -> Stmt {
 async fn lock_pending<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<()> {
     let q = Query::select()
         .column("status")
-        .from("sale_returns")
+        .from(Table::SaleReturns)
         .and_where(Expr::col("id").eq(id))
         .lock(LockType::Update)
         .to_owned();
@@ -469,7 +470,7 @@ pub async fn issue<C: GenericClient + Sync>(tx: &C, id: Uuid, issuer: Uuid) -> R
     note.credit_note_hash = Some(hash.clone());
 
     let update = Query::update()
-        .table("sale_returns")
+        .table(Table::SaleReturns)
         .values([
             ("status", "issued".into()),
             ("cn_seq", note.cn_seq.into()),

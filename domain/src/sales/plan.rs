@@ -1,6 +1,7 @@
 //! Planning a sale: the reads and locks, FEFO picks, prices, VAT and coupons,
 //! and every refusal, before anything is written.
 
+use crate::tables::Table;
 use std::borrow::Cow;
 use std::collections::HashMap;
 
@@ -127,7 +128,7 @@ pub(super) async fn products<C: GenericClient + Sync>(
 pub async fn standard_rate<C: GenericClient + Sync>(c: &C) -> Result<Decimal> {
     let q = Query::select()
         .columns(["tax_enabled", "tax_rate"])
-        .from("settings")
+        .from(Table::Settings)
         .limit(1)
         .to_owned();
     Ok(match db::fetch_opt(c, &q).await? {

@@ -1,6 +1,7 @@
 //! What a sale may dispense against a prescription, and what it records as
 //! dispensed.
 
+use crate::tables::Table;
 use std::collections::HashMap;
 
 use chrono::Utc;
@@ -240,7 +241,7 @@ impl Dispense {
             .collect();
         let units: i32 = self.adds.iter().map(|(_, n)| n).sum();
         let mut q = Query::update()
-            .table("prescriptions")
+            .table(Table::Prescriptions)
             .value("dispensed_units", Expr::col("dispensed_units").add(units))
             .value("updated_at", Utc::now())
             .and_where(Expr::col("id").eq(self.rx_id))

@@ -1,5 +1,6 @@
 //! Reading sales back: one, a filtered page, and the row mappers.
 
+use crate::tables::Table;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
@@ -139,7 +140,7 @@ pub async fn list<C: GenericClient + Sync>(
     };
     let mut count = Query::select()
         .expr(Expr::cust("count(*)"))
-        .from_as("sales", "s")
+        .from_as(Table::Sales, "s")
         .to_owned();
     filter(&mut count);
     let total: i64 = db::fetch_one(c, &count).await?.get(0);
@@ -160,7 +161,7 @@ pub(super) async fn select_sales<C: GenericClient + Sync>(
 ) -> Result<Vec<Sale>> {
     let mut q = Query::select()
         .expr(Expr::cust(SALE_COLUMNS))
-        .from_as("sales", "s")
+        .from_as(Table::Sales, "s")
         .join_as(
             sea_query::JoinType::LeftJoin,
             "users",

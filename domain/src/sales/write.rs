@@ -1,6 +1,7 @@
 //! Writing a planned sale: stock, counter, cash session, customer, register
 //! and change log, in pipelined statements.
 
+use crate::tables::Table;
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
 use sea_query::{Expr, ExprTrait, Query};
@@ -236,7 +237,7 @@ async fn serial_taken<C: GenericClient + Sync>(tx: &C, made: &Sale) -> Error {
 pub(super) async fn user_name<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<String> {
     let q = Query::select()
         .column("full_name")
-        .from("users")
+        .from(Table::Users)
         .and_where(Expr::col("id").eq(id))
         .to_owned();
     Ok(db::fetch_opt(c, &q)
@@ -330,7 +331,7 @@ fn store_stmts(s: &Sale, sale: &NewSale, coupon: Option<&Coupon>) -> [Stmt; 3] {
 /// The controlled-drugs register row of a sale line.
 pub(super) fn controlled_stmt(s: &Sale, item: &SaleItem, patient: &str, licence: &str) -> Stmt {
     let q = Query::insert()
-        .into_table("controlled_dispenses")
+        .into_table(Table::ControlledDispenses)
         .columns([
             "id",
             "sale_id",

@@ -1,6 +1,7 @@
 //! The organisation settings record: one row per organisation, read as the
 //! spec's defaults while none exists. `NULL` in a column means "not given".
 
+use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
@@ -167,7 +168,7 @@ impl Settings {
 pub async fn read<C: GenericClient + Sync>(c: &C, org_id: Uuid) -> Result<Settings> {
     let q = Query::select()
         .columns(COLUMNS)
-        .from("settings")
+        .from(Table::Settings)
         .and_where(Expr::col("org_id").eq(org_id))
         .to_owned();
     Ok(db::fetch_opt(c, &q)
@@ -181,7 +182,7 @@ pub async fn read<C: GenericClient + Sync>(c: &C, org_id: Uuid) -> Result<Settin
 /// record as it read before: the defaults when it was just created.
 pub async fn lock<C: GenericClient + Sync>(tx: &C, org_id: Uuid) -> Result<Settings> {
     let insert = Query::insert()
-        .into_table("settings")
+        .into_table(Table::Settings)
         .columns(["org_id"])
         .values_panic([org_id.into()])
         .on_conflict(OnConflict::column("org_id").do_nothing().to_owned())
@@ -189,7 +190,7 @@ pub async fn lock<C: GenericClient + Sync>(tx: &C, org_id: Uuid) -> Result<Setti
     let created = db::execute(tx, &insert).await? == 1;
     let q = Query::select()
         .columns(COLUMNS)
-        .from("settings")
+        .from(Table::Settings)
         .and_where(Expr::col("org_id").eq(org_id))
         .lock(LockType::Update)
         .to_owned();
@@ -213,7 +214,7 @@ pub async fn update<C: GenericClient + Sync>(
         ("updated_by", user_id.into()),
     ]);
     let q = Query::update()
-        .table("settings")
+        .table(Table::Settings)
         .values(fields.into_iter().map(|(c, v)| (c, Expr::val(v))))
         .and_where(Expr::col("org_id").eq(org_id))
         .returning(Query::returning().columns(COLUMNS))
@@ -225,7 +226,7 @@ pub async fn update<C: GenericClient + Sync>(
 pub async fn default_copies<C: GenericClient + Sync>(c: &C) -> Result<i32> {
     let q = Query::select()
         .column("default_copies")
-        .from("settings")
+        .from(Table::Settings)
         .limit(1)
         .to_owned();
     Ok(db::fetch_opt(c, &q).await?.map_or(1, |r| r.get(0)))
@@ -236,7 +237,7 @@ pub async fn default_copies<C: GenericClient + Sync>(c: &C) -> Result<i32> {
 pub async fn time_zone_known<C: GenericClient + Sync>(c: &C, zone: &str) -> Result<bool> {
     let q = Query::select()
         .expr(Expr::cust("1"))
-        .from("pg_timezone_names")
+        .from(Table::PgTimezoneNames)
         .and_where(Expr::col("name").eq(zone))
         .to_owned();
     Ok(db::fetch_opt(c, &q).await?.is_some())

@@ -2,6 +2,7 @@
 //! ledger. One transaction per count; a surplus lands on the newest batch,
 //! a shortfall drains the oldest batches first, each as an `ADJUST` movement.
 
+use crate::tables::Table;
 use std::collections::{HashMap, HashSet};
 
 use deadpool_postgres::GenericClient;
@@ -207,7 +208,7 @@ pub async fn submit<C: GenericClient + Sync>(tx: &C, count: SubmitCount) -> Resu
     let adjustments_made = items.iter().filter(|(_, i, _)| i.delta != 0).count();
     let adjustments_made = i32::try_from(adjustments_made).map_err(Error::internal)?;
     let header = Query::insert()
-        .into_table("stock_counts")
+        .into_table(Table::StockCounts)
         .columns(["id", "branch_id", "adjustments_made", "created_by"])
         .values_panic([
             count_id.into(),
@@ -218,7 +219,7 @@ pub async fn submit<C: GenericClient + Sync>(tx: &C, count: SubmitCount) -> Resu
         .to_owned();
     db::execute(tx, &header).await?;
     let mut insert = Query::insert()
-        .into_table("stock_count_lines")
+        .into_table(Table::StockCountLines)
         .columns([
             "stock_count_id",
             "medicine_id",
@@ -254,7 +255,7 @@ async fn check_medicines<C: GenericClient + Sync>(tx: &C, lines: &[CountLine]) -
     let ids: Vec<Uuid> = lines.iter().map(|l| l.medicine_id).collect();
     let q = Query::select()
         .column("id")
-        .from("medicines")
+        .from(Table::Medicines)
         .and_where(Expr::col("id").is_in(ids))
         .and_where(Expr::col("is_deleted").eq(false))
         .to_owned();

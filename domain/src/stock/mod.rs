@@ -20,6 +20,7 @@ pub mod transfers;
 
 pub use pick::{available, pick, pick_batch, pick_whole, whole_packs, Lot};
 
+use crate::tables::Table;
 use chrono::{DateTime, NaiveDate, Utc};
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
@@ -163,7 +164,7 @@ async fn record_movement<C: GenericClient + Sync>(tx: &C, m: Movement, op: Op) -
     let remaining = Expr::col("qty_remaining").add(m.delta);
     let status = Expr::case(remaining.clone().gt(0), "active").finally("depleted");
     let q = Query::update()
-        .table("batches")
+        .table(Table::Batches)
         .value("qty_remaining", remaining.clone())
         .value("status", status)
         .value("rev", rev)
@@ -308,7 +309,7 @@ pub async fn receive<C: GenericClient + Sync>(
 ) -> Result<Batch> {
     let id = Uuid::now_v7();
     let insert = Query::insert()
-        .into_table("batches")
+        .into_table(Table::Batches)
         .columns([
             "id",
             "medicine_id",
@@ -470,7 +471,7 @@ pub async fn on_hand<C: GenericClient + Sync>(
 ) -> Result<i64> {
     let q = Query::select()
         .expr(Expr::cust("coalesce(sum(qty_remaining), 0)::bigint"))
-        .from("batches")
+        .from(Table::Batches)
         .and_where(Expr::col("medicine_id").eq(medicine_id))
         .and_where(Expr::col("is_deleted").eq(false))
         .apply_if(branch_id, |q, b| {

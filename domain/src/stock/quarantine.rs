@@ -2,6 +2,7 @@
 //! never sold or transferred. A change is audited with the status before
 //! and after, and reaches the tills through the change log.
 
+use crate::tables::Table;
 use chrono::Utc;
 use sea_query::{Expr, ExprTrait, LockType, Query};
 use serde::Deserialize;
@@ -46,7 +47,7 @@ pub async fn set_status(pool: &Pool, acting: &Acting, id: Uuid, status: String) 
     let own = acting.own_branch();
     let current = Query::select()
         .column("regulator_status")
-        .from("batches")
+        .from(Table::Batches)
         .and_where(Expr::col("id").eq(id))
         .and_where(Expr::col("is_deleted").eq(false))
         .apply_if(own, |q, b| {
@@ -60,7 +61,7 @@ pub async fn set_status(pool: &Pool, acting: &Acting, id: Uuid, status: String) 
         .get(0);
     let rev = changes::allocate(&tx).await?;
     let update = Query::update()
-        .table("batches")
+        .table(Table::Batches)
         .value("regulator_status", status.clone())
         .value("rev", rev)
         .value("updated_at", Utc::now())

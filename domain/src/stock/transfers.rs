@@ -12,6 +12,7 @@
 //! Receive and cancel run on different actors, so both lock the transfer
 //! row first: whichever comes second sees the new status and gets a 409.
 
+use crate::tables::Table;
 use chrono::{DateTime, NaiveDate, Utc};
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
@@ -121,28 +122,28 @@ fn select() -> SelectStatement {
         .expr_as(Expr::col(("fb", "name")), "from_branch")
         .expr_as(Expr::col(("tb", "name")), "to_branch")
         .expr_as(Expr::col(("u", "full_name")), "created_by_name")
-        .from_as("transfers", "t")
+        .from_as(Table::Transfers, "t")
         .join_as(
             JoinType::InnerJoin,
-            "medicines",
+            Table::Medicines,
             "m",
             Expr::col(("m", "id")).equals(("t", "medicine_id")),
         )
         .join_as(
             JoinType::InnerJoin,
-            "branches",
+            Table::Branches,
             "fb",
             Expr::col(("fb", "id")).equals(("t", "from_branch_id")),
         )
         .join_as(
             JoinType::InnerJoin,
-            "branches",
+            Table::Branches,
             "tb",
             Expr::col(("tb", "id")).equals(("t", "to_branch_id")),
         )
         .join_as(
             JoinType::InnerJoin,
-            "users",
+            Table::Users,
             "u",
             Expr::col(("u", "id")).equals(("t", "created_by")),
         )
@@ -301,7 +302,7 @@ async fn create<C: GenericClient + Sync>(tx: &C, t: &CreateTransfer) -> Result<U
     })?;
     let id = Uuid::now_v7();
     let insert = Query::insert()
-        .into_table("transfers")
+        .into_table(Table::Transfers)
         .columns([
             "id",
             "medicine_id",
@@ -325,7 +326,7 @@ async fn create<C: GenericClient + Sync>(tx: &C, t: &CreateTransfer) -> Result<U
         .to_owned();
     db::execute(tx, &insert).await?;
     let mut lines = Query::insert()
-        .into_table("transfer_lines")
+        .into_table(Table::TransferLines)
         .columns(["transfer_id", "source_batch_id", "qty"])
         .to_owned();
     for (lot, qty) in &picks {
@@ -375,7 +376,7 @@ async fn read_back<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Transfer
 async fn lock_in_transit<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<()> {
     let q = Query::select()
         .column("status")
-        .from("transfers")
+        .from(Table::Transfers)
         .and_where(Expr::col("id").eq(id))
         .lock(LockType::Update)
         .to_owned();
@@ -421,10 +422,10 @@ async fn lines<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Vec<Line>> {
             ]
             .map(|c| ("b", c)),
         )
-        .from_as("transfer_lines", "l")
+        .from_as(Table::TransferLines, "l")
         .join_as(
             JoinType::InnerJoin,
-            "batches",
+            Table::Batches,
             "b",
             Expr::col(("b", "id")).equals(("l", "source_batch_id")),
         )
@@ -493,7 +494,7 @@ impl Command for ReceiveTransfer {
             )
             .await?;
             let link = Query::update()
-                .table("transfer_lines")
+                .table(Table::TransferLines)
                 .value("dest_batch_id", batch.id)
                 .and_where(Expr::col("transfer_id").eq(id))
                 .and_where(Expr::col("source_batch_id").eq(line.source_batch_id))
@@ -501,7 +502,7 @@ impl Command for ReceiveTransfer {
             db::execute(&tx, &link).await?;
         }
         let done = Query::update()
-            .table("transfers")
+            .table(Table::Transfers)
             .value("status", RECEIVED)
             .value("received_by", self.user_id)
             .value("received_at", Utc::now())
@@ -544,7 +545,7 @@ impl Command for CancelTransfer {
             .await?;
         }
         let done = Query::update()
-            .table("transfers")
+            .table(Table::Transfers)
             .value("status", CANCELLED)
             .value("cancelled_by", self.user_id)
             .value("cancelled_at", Utc::now())

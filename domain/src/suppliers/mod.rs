@@ -4,6 +4,7 @@
 pub mod committed;
 pub mod invoices;
 
+use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
@@ -98,7 +99,7 @@ impl Supplier {
 pub async fn get<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<Supplier>> {
     let q = Query::select()
         .columns(COLUMNS)
-        .from("suppliers")
+        .from(Table::Suppliers)
         .and_where(Expr::col("id").eq(id))
         .and_where(Expr::col("is_deleted").eq(false))
         .and_where(Expr::col("is_active").eq(true))
@@ -122,7 +123,7 @@ pub async fn list<C: GenericClient + Sync>(
     activity: Activity,
     page: Page,
 ) -> Result<(Vec<Supplier>, i64)> {
-    let mut base = Query::select().from("suppliers").to_owned();
+    let mut base = Query::select().from(Table::Suppliers).to_owned();
     match activity {
         Activity::Active => {
             base.and_where(Expr::col("is_active").eq(true))

@@ -5,6 +5,7 @@
 //! strategies; an applied resolution writes through the entity's normal
 //! store path, so it gets its change-log row and audit like any write.
 
+use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, LockType, Order, Query};
@@ -145,7 +146,7 @@ pub async fn insert<C: GenericClient + Sync>(
 ) -> Result<Uuid> {
     let id = Uuid::now_v7();
     let q = Query::insert()
-        .into_table("sync_conflicts")
+        .into_table(Table::SyncConflicts)
         .columns([
             "id",
             "org_id",
@@ -190,7 +191,7 @@ pub async fn pending<C: GenericClient + Sync>(
     page: Page,
 ) -> Result<(Vec<Conflict>, i64)> {
     let base = Query::select()
-        .from("sync_conflicts")
+        .from(Table::SyncConflicts)
         .and_where(Expr::col("org_id").eq(org_id))
         .and_where(Expr::col("status").eq("pending"))
         .to_owned();
@@ -338,7 +339,7 @@ pub async fn resolve<C: GenericClient + Sync>(
 async fn lock<C: GenericClient + Sync>(tx: &C, org_id: Uuid, id: Uuid) -> Result<Option<Conflict>> {
     let q = Query::select()
         .columns(COLUMNS)
-        .from("sync_conflicts")
+        .from(Table::SyncConflicts)
         .and_where(Expr::col("id").eq(id))
         .and_where(Expr::col("org_id").eq(org_id))
         .lock(LockType::Update)
@@ -354,7 +355,7 @@ async fn mark_resolved<C: GenericClient + Sync>(
     actor: Uuid,
 ) -> Result<()> {
     let q = Query::update()
-        .table("sync_conflicts")
+        .table(Table::SyncConflicts)
         .values([
             ("status", "resolved".into()),
             ("strategy", strategy.as_str().into()),

@@ -1,6 +1,7 @@
 //! Devices (tills): the register of what may push, reads and writes.
 //! Devices are not synced entities: tills never receive them in a snapshot.
 
+use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, JoinType, Order, Query, SelectStatement};
@@ -81,7 +82,10 @@ pub struct RegisterRow {
 }
 
 fn select() -> SelectStatement {
-    Query::select().columns(COLUMNS).from("devices").to_owned()
+    Query::select()
+        .columns(COLUMNS)
+        .from(Table::Devices)
+        .to_owned()
 }
 
 pub async fn get<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<Device>> {
@@ -107,7 +111,7 @@ pub const SEEN_EVERY: &str = "1 minute";
 /// push writes nothing here and costs no commit of its own.
 pub async fn touch<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<()> {
     let q = Query::update()
-        .table("devices")
+        .table(Table::Devices)
         .value("last_seen_at", Expr::cust("now()"))
         .and_where(Expr::col("id").eq(id))
         .and_where(Expr::cust(format!(
@@ -125,7 +129,7 @@ pub async fn insert<C: GenericClient + Sync>(
     created_by: Uuid,
 ) -> Result<Device> {
     let q = Query::insert()
-        .into_table("devices")
+        .into_table(Table::Devices)
         .columns(["id", "branch_id", "name", "created_by"])
         .values_panic([
             Uuid::now_v7().into(),
@@ -142,7 +146,7 @@ pub async fn insert<C: GenericClient + Sync>(
 /// or unknown), so a second revocation changes nothing.
 pub async fn revoke<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Option<Device>> {
     let q = Query::update()
-        .table("devices")
+        .table(Table::Devices)
         .value("status", REVOKED)
         .value("revoked_at", Expr::cust("now()"))
         .and_where(Expr::col("id").eq(id))
@@ -159,10 +163,10 @@ pub async fn register<C: GenericClient + Sync>(
     page: Page,
 ) -> Result<(Vec<RegisterRow>, i64)> {
     let mut base = Query::select()
-        .from_as("devices", "d")
+        .from_as(Table::Devices, "d")
         .join_as(
             JoinType::InnerJoin,
-            "branches",
+            Table::Branches,
             "b",
             Expr::col(("b", "id")).equals(("d", "branch_id")),
         )

@@ -3,6 +3,7 @@
 //! version as a snapshot object. Writes go through the same store functions
 //! as REST, so validation, audit and change-log rows are the same.
 
+use crate::tables::Table;
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
 use sea_query::{Expr, ExprTrait, LockType, Query};
@@ -252,7 +253,7 @@ impl Entity {
     ) -> Result<Option<Json>> {
         let q = Query::select()
             .column("payload")
-            .from("change_log")
+            .from(Table::ChangeLog)
             .and_where(Expr::col("rev").eq(rev))
             .and_where(Expr::col("entity").eq(self.name()))
             .and_where(Expr::col("entity_id").eq(id.to_string()))

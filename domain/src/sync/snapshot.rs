@@ -10,6 +10,7 @@
 //! shapes and the settled horizon; the next split is `feed` into its own
 //! file.
 
+use crate::tables::Table;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
@@ -428,7 +429,7 @@ async fn medicine_rows<C: GenericClient + Sync>(
     let stock = Query::select()
         .column("medicine_id")
         .expr_as(Expr::cust("sum(qty_remaining)"), "qty")
-        .from("batches")
+        .from(Table::Batches)
         .and_where(Expr::col("is_deleted").eq(false))
         .apply_if(scope, |q, b| {
             q.and_where(Expr::col("branch_id").eq(b));
@@ -438,7 +439,7 @@ async fn medicine_rows<C: GenericClient + Sync>(
     let q = Query::select()
         .columns(medicines::COLUMNS.map(|col| ("m", col)))
         .expr_as(Expr::cust("coalesce(s.qty, 0)::bigint"), "stock_quantity")
-        .from_as("medicines", "m")
+        .from_as(Table::Medicines, "m")
         .join_subquery(
             JoinType::LeftJoin,
             stock,
@@ -510,7 +511,7 @@ async fn batch_rows<C: GenericClient + Sync>(c: &C, scope: Scope) -> Result<Vec<
 async fn category_rows<C: GenericClient + Sync>(c: &C) -> Result<Vec<SnapshotCategory>> {
     let q = Query::select()
         .columns(["slug", "name", "created_at", "rev"])
-        .from("categories")
+        .from(Table::Categories)
         .order_by("slug", Order::Asc)
         .to_owned();
     Ok(db::fetch_all(c, &q)

@@ -7,6 +7,7 @@ pub mod rate_limits;
 pub mod sessions;
 pub mod sign_in;
 
+use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use sea_query::extension::postgres::PgExpr;
@@ -89,7 +90,10 @@ impl User {
 }
 
 fn select() -> SelectStatement {
-    Query::select().columns(COLUMNS).from("users").to_owned()
+    Query::select()
+        .columns(COLUMNS)
+        .from(Table::Users)
+        .to_owned()
 }
 
 /// A user that exists and is not deleted (it may be deactivated).
@@ -170,7 +174,7 @@ pub async fn set_password<C: GenericClient + Sync>(
 ) -> Result<Option<(User, i64)>> {
     let rev = changes::allocate(tx).await?;
     let q = Query::update()
-        .table("users")
+        .table(Table::Users)
         .value("password_hash", password_hash)
         .value("rev", rev)
         .value("updated_at", Utc::now())
@@ -191,7 +195,7 @@ pub async fn set_password<C: GenericClient + Sync>(
 pub async fn org_of<C: GenericClient + Sync>(c: &C, user_id: Uuid) -> Result<Option<Uuid>> {
     let q = Query::select()
         .column("org_id")
-        .from("users")
+        .from(Table::Users)
         .and_where(Expr::col("id").eq(user_id))
         .to_owned();
     Ok(db::fetch_opt(c, &q).await?.map(|r| r.get(0)))
@@ -203,7 +207,7 @@ pub async fn org_of<C: GenericClient + Sync>(c: &C, user_id: Uuid) -> Result<Opt
 pub async fn touch_login<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Option<User>> {
     let rev = changes::allocate(tx).await?;
     let q = Query::update()
-        .table("users")
+        .table(Table::Users)
         .value("last_login_at", Utc::now())
         .value("rev", rev)
         .and_where(Expr::col("id").eq(id))
@@ -231,7 +235,7 @@ pub async fn list<C: GenericClient + Sync>(
     page: Page,
 ) -> Result<(Vec<User>, i64)> {
     let mut base = Query::select()
-        .from("users")
+        .from(Table::Users)
         .and_where(Expr::col("is_deleted").eq(false))
         .to_owned();
     if let Some(b) = f.branch_id {
@@ -278,7 +282,7 @@ pub struct NewUser {
 pub async fn insert<C: GenericClient + Sync>(tx: &C, u: NewUser) -> Result<User> {
     let rev = changes::allocate(tx).await?;
     let q = Query::insert()
-        .into_table("users")
+        .into_table(Table::Users)
         .columns([
             "id",
             "org_id",

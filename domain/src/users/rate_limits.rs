@@ -1,6 +1,7 @@
 //! Fixed-window counters kept in the database, so limits hold across every
 //! server process.
 
+use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, OnConflict, Query};
@@ -23,7 +24,7 @@ pub fn retry_after(window_secs: i64) -> u64 {
 pub async fn count<C: GenericClient + Sync>(c: &C, key: &str, window_secs: i64) -> Result<i32> {
     let q = Query::select()
         .column("hits")
-        .from("rate_limits")
+        .from(Table::RateLimits)
         .and_where(Expr::col("key").eq(key))
         .and_where(Expr::col("window_start").eq(window_start(window_secs)))
         .to_owned();
@@ -33,7 +34,7 @@ pub async fn count<C: GenericClient + Sync>(c: &C, key: &str, window_secs: i64) 
 /// Records one hit for `key` and returns the window's count including it.
 pub async fn hit<C: GenericClient + Sync>(c: &C, key: &str, window_secs: i64) -> Result<i32> {
     let q = Query::insert()
-        .into_table("rate_limits")
+        .into_table(Table::RateLimits)
         .columns(["key", "window_start", "hits"])
         .values_panic([key.into(), window_start(window_secs).into(), 1.into()])
         .on_conflict(
@@ -79,7 +80,7 @@ pub async fn claim<C: GenericClient + Sync>(
 ) -> Result<Claim> {
     let start = window_start(window_secs);
     let mut q = Query::insert()
-        .into_table("rate_limits")
+        .into_table(Table::RateLimits)
         .columns(["key", "window_start", "hits"])
         .on_conflict(
             OnConflict::columns(["key", "window_start"])
@@ -116,7 +117,7 @@ pub async fn claim<C: GenericClient + Sync>(
 pub async fn release<C: GenericClient + Sync>(c: &C, claim: &Claim) -> Result<()> {
     for (key, _) in &claim.counts {
         let q = Query::update()
-            .table("rate_limits")
+            .table(Table::RateLimits)
             .value("hits", Expr::col("hits").sub(1))
             .and_where(Expr::col("key").eq(key.as_str()))
             .and_where(Expr::col("window_start").eq(claim.window_start))

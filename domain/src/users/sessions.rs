@@ -1,6 +1,7 @@
 //! Sign-in sessions: one per login, the refresh-token family and the access
 //! tokens issued in it (`sid` claim). A revoked session ends both at once.
 
+use crate::tables::Table;
 use chrono::Utc;
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, Query};
@@ -18,7 +19,7 @@ pub async fn open<C: GenericClient + Sync>(
 ) -> Result<Uuid> {
     let id = Uuid::now_v7();
     let q = Query::insert()
-        .into_table("auth_sessions")
+        .into_table(Table::AuthSessions)
         .columns(["id", "user_id", "token_version"])
         .values_panic([id.into(), user_id.into(), token_version.into()])
         .to_owned();
@@ -48,7 +49,7 @@ pub async fn of_refresh_token<C: GenericClient + Sync>(
 ) -> Result<Option<Uuid>> {
     let q = Query::select()
         .column("family_id")
-        .from("refresh_tokens")
+        .from(Table::RefreshTokens)
         .and_where(Expr::col("token_hash").eq(digest))
         .and_where(Expr::col("user_id").eq(user_id))
         .to_owned();

@@ -4,6 +4,7 @@
 //! sign-in both go through here; the web layer signs the tokens
 //! ([`TokenIssuer`]) and reads the client's address.
 
+use crate::tables::Table;
 use chrono::{Duration, Utc};
 use deadpool_postgres::GenericClient;
 use sea_query::Query;
@@ -134,7 +135,7 @@ async fn issue_pair<C: GenericClient + Sync>(
     let access = issuer.access_token(&user, org_id, session, token_version)?;
     let (refresh_token, digest) = issuer.refresh_token();
     let q = Query::insert()
-        .into_table("refresh_tokens")
+        .into_table(Table::RefreshTokens)
         .columns(["token_hash", "user_id", "family_id", "expires_at"])
         .values_panic([
             digest.into(),

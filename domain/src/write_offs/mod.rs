@@ -15,6 +15,7 @@
 //! and the destruction register), and here the request, its validation and
 //! the branch actor's command.
 
+use crate::tables::Table;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
@@ -313,7 +314,7 @@ pub async fn record<C: GenericClient + Sync>(tx: &C, w: &NewWriteOff) -> Result<
     };
     let total: Decimal = lines.iter().map(|(b, q, _)| value(b, *q)).sum();
     let header = Query::insert()
-        .into_table("write_offs")
+        .into_table(Table::WriteOffs)
         .columns([
             "id",
             "branch_id",
@@ -338,7 +339,7 @@ pub async fn record<C: GenericClient + Sync>(tx: &C, w: &NewWriteOff) -> Result<
         ])
         .to_owned();
     let mut items = Query::insert()
-        .into_table("write_off_items")
+        .into_table(Table::WriteOffItems)
         .columns([
             "id",
             "write_off_id",

@@ -1,6 +1,7 @@
 //! Reading write-offs back, the expired batches still holding stock, and
 //! the destruction register.
 
+use crate::tables::Table;
 use std::collections::HashMap;
 
 use chrono::{DateTime, NaiveDate, Utc};
@@ -36,10 +37,10 @@ async fn select<C: GenericClient + Sync>(
             ("w", "created_at"),
         ])
         .expr_as(Expr::cust("coalesce(u.full_name, '')"), "created_by_name")
-        .from_as("write_offs", "w")
+        .from_as(Table::WriteOffs, "w")
         .join_as(
             JoinType::LeftJoin,
-            "users",
+            Table::Users,
             "u",
             Expr::col(("u", "id")).equals(("w", "created_by")),
         )
@@ -132,7 +133,7 @@ pub async fn list<C: GenericClient + Sync>(
             q.and_where(Expr::col(("w", "created_at")).lt(until));
         }
     };
-    let mut list = Query::select().from_as("write_offs", "w").to_owned();
+    let mut list = Query::select().from_as(Table::WriteOffs, "w").to_owned();
     filter(&mut list);
     let total = paging::count(c, &list, ("w", "id")).await?;
     let items = select(c, |q| {
@@ -250,10 +251,10 @@ pub async fn destruction_register<C: GenericClient + Sync>(
     paging: books::Paging,
 ) -> Result<(Vec<DestructionRow>, i64)> {
     let mut base = Query::select()
-        .from_as("write_off_items", "i")
+        .from_as(Table::WriteOffItems, "i")
         .join_as(
             JoinType::InnerJoin,
-            "write_offs",
+            Table::WriteOffs,
             "w",
             Expr::col(("w", "id")).equals(("i", "write_off_id")),
         )
@@ -289,19 +290,19 @@ pub async fn destruction_register<C: GenericClient + Sync>(
         )
         .join_as(
             JoinType::InnerJoin,
-            "medicines",
+            Table::Medicines,
             "m",
             Expr::col(("m", "id")).equals(("i", "medicine_id")),
         )
         .join_as(
             JoinType::InnerJoin,
-            "batches",
+            Table::Batches,
             "b",
             Expr::col(("b", "id")).equals(("i", "batch_id")),
         )
         .join_as(
             JoinType::LeftJoin,
-            "users",
+            Table::Users,
             "u",
             Expr::col(("u", "id")).equals(("w", "created_by")),
         )

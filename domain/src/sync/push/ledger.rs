@@ -5,6 +5,7 @@
 //! the claim before the effect (a concurrent claimant waits on the key)
 //! and the stored answer.
 
+use crate::tables::Table;
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, OnConflict, Query};
 use uuid::Uuid;
@@ -64,7 +65,7 @@ pub(super) async fn claim<C: GenericClient + Sync>(
     change: &Change,
 ) -> Result<Option<Answered>> {
     let insert = Query::insert()
-        .into_table("push_mutations")
+        .into_table(Table::PushMutations)
         .columns([
             "device_id",
             "client_mutation_id",
@@ -309,7 +310,7 @@ pub(super) async fn store_answer<C: GenericClient + Sync>(
     entity_id: Option<String>,
 ) -> Result<()> {
     let q = Query::update()
-        .table("push_mutations")
+        .table(Table::PushMutations)
         .values([
             ("outcome", answer.outcome().into()),
             ("answer", answer.to_text().map_err(Error::internal)?.into()),

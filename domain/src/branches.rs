@@ -174,7 +174,7 @@ pub async fn insert<C: GenericClient + Sync>(
 ) -> Result<Branch> {
     let mut fields = f.pairs();
     fields.push(("org_id", org_id.into()));
-    let (row, rev) = synced::insert(tx, "branches", &COLUMNS, fields).await?;
+    let (row, rev) = synced::insert(tx, Table::Branches, &COLUMNS, fields).await?;
     let branch = Branch::from_row(&row);
     crate::sales::ensure_counter(tx, branch.id).await?;
     emit(tx, rev, &branch, Op::Create).await?;
@@ -201,7 +201,7 @@ async fn set<C: GenericClient + Sync>(
     pairs: synced::Fields,
     op: Op,
 ) -> Result<Option<Branch>> {
-    let Some((row, rev)) = synced::update(tx, "branches", &COLUMNS, id, pairs).await? else {
+    let Some((row, rev)) = synced::update(tx, Table::Branches, &COLUMNS, id, pairs).await? else {
         return Ok(None);
     };
     let branch = Branch::from_row(&row);

@@ -250,7 +250,7 @@ pub async fn create(pool: &Pool, medicine_id: Uuid, body: PackWrite) -> Result<P
     if let Some(g) = &gtin {
         gtin_free(&tx, g, medicine_id, None).await?;
     }
-    let (row, rev) = synced::insert(&tx, "medicine_packs", &COLUMNS, f)
+    let (row, rev) = synced::insert(&tx, Table::MedicinePacks, &COLUMNS, f)
         .await
         .map_err(clash)?;
     let pack = Pack::from_row(&row);
@@ -303,7 +303,7 @@ async fn write<C: GenericClient + Sync>(
     if let Some(g) = &gtin {
         gtin_free(tx, g, medicine_id, Some(current.id)).await?;
     }
-    let (row, rev) = synced::update(tx, "medicine_packs", &COLUMNS, pack_id, f)
+    let (row, rev) = synced::update(tx, Table::MedicinePacks, &COLUMNS, pack_id, f)
         .await
         .map_err(clash)?
         .ok_or_else(|| Error::not_found("Pack not found"))?;

@@ -215,7 +215,7 @@ pub async fn remove<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Custome
 }
 
 pub async fn insert<C: GenericClient + Sync>(tx: &C, fields: Fields) -> Result<Customer> {
-    let (row, rev) = synced::insert(tx, "customers", &COLUMNS, fields).await?;
+    let (row, rev) = synced::insert(tx, Table::Customers, &COLUMNS, fields).await?;
     let customer = Customer::from_row(&row);
     emit(tx, rev, &customer, Op::Create).await?;
     Ok(customer)
@@ -228,7 +228,7 @@ pub async fn update<C: GenericClient + Sync>(
     fields: Fields,
     op: Op,
 ) -> Result<Option<Customer>> {
-    let Some((row, rev)) = synced::update(tx, "customers", &COLUMNS, id, fields).await? else {
+    let Some((row, rev)) = synced::update(tx, Table::Customers, &COLUMNS, id, fields).await? else {
         return Ok(None);
     };
     let customer = Customer::from_row(&row);
@@ -251,7 +251,7 @@ pub async fn ledger<C: GenericClient + Sync>(
             .expr_as(Expr::cust("coalesce(u.full_name, '')"), "created_by_name")
             .join_as(
                 sea_query::JoinType::LeftJoin,
-                "users",
+                Table::Users,
                 "u",
                 Expr::col(("u", "id")).equals(("l", "created_by")),
             )

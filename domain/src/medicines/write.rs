@@ -1,6 +1,7 @@
 //! Writing medicines: validation, create, edit and soft delete, price changes
 //! audited, each write with its change-log row.
 
+use crate::tables::Table;
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
 use serde::Deserialize;
@@ -319,7 +320,7 @@ impl Fields {
 }
 
 pub async fn insert<C: GenericClient + Sync>(tx: &C, fields: Fields) -> Result<Medicine> {
-    let (row, rev) = synced::insert(tx, "medicines", &COLUMNS, fields.0)
+    let (row, rev) = synced::insert(tx, Table::Medicines, &COLUMNS, fields.0)
         .await
         .map_err(duplicate_barcode)?;
     let medicine = Medicine::from_row(&row);
@@ -334,7 +335,7 @@ pub async fn update<C: GenericClient + Sync>(
     fields: Fields,
     op: Op,
 ) -> Result<Option<Medicine>> {
-    let updated = synced::update(tx, "medicines", &COLUMNS, id, fields.0)
+    let updated = synced::update(tx, Table::Medicines, &COLUMNS, id, fields.0)
         .await
         .map_err(duplicate_barcode)?;
     let Some((row, rev)) = updated else {

@@ -164,7 +164,7 @@ pub(super) async fn select_sales<C: GenericClient + Sync>(
         .from_as(Table::Sales, "s")
         .join_as(
             sea_query::JoinType::LeftJoin,
-            "users",
+            Table::Users,
             "u",
             Expr::col(("u", "id")).equals(("s", "created_by")),
         )

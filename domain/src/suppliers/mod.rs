@@ -270,7 +270,7 @@ pub async fn remove<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Supplie
 }
 
 pub async fn insert<C: GenericClient + Sync>(tx: &C, fields: Fields) -> Result<Supplier> {
-    let (row, rev) = synced::insert(tx, "suppliers", &COLUMNS, fields).await?;
+    let (row, rev) = synced::insert(tx, Table::Suppliers, &COLUMNS, fields).await?;
     let supplier = Supplier::from_row(&row);
     emit(tx, rev, &supplier, Op::Create).await?;
     Ok(supplier)
@@ -283,7 +283,7 @@ pub async fn update<C: GenericClient + Sync>(
     fields: Fields,
     op: Op,
 ) -> Result<Option<Supplier>> {
-    let Some((row, rev)) = synced::update(tx, "suppliers", &COLUMNS, id, fields).await? else {
+    let Some((row, rev)) = synced::update(tx, Table::Suppliers, &COLUMNS, id, fields).await? else {
         return Ok(None);
     };
     let supplier = Supplier::from_row(&row);

@@ -10,6 +10,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::sync::changes;
+use crate::tables::Table;
 use crate::{db, Error, Result};
 
 /// Column values of a write, already validated.
@@ -19,7 +20,7 @@ pub type Fields = Vec<(&'static str, sea_query::Value)>;
 /// `columns`) and its rev.
 pub async fn insert<C: GenericClient + Sync>(
     tx: &C,
-    table: &'static str,
+    table: Table,
     columns: &[&'static str],
     mut fields: Fields,
 ) -> Result<(Row, i64)> {
@@ -46,7 +47,7 @@ pub async fn insert<C: GenericClient + Sync>(
 /// with the earlier version).
 pub async fn update<C: GenericClient + Sync>(
     tx: &C,
-    table: &'static str,
+    table: Table,
     columns: &[&'static str],
     id: Uuid,
     mut fields: Fields,

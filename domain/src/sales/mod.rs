@@ -20,8 +20,11 @@
 //! first write.
 //!
 //! Where things are: `request` (what a till or the API sends, validated),
-//! `plan` (reads and locks, FEFO picks, prices, VAT, coupons, every
-//! refusal), `prescription` (what may be dispensed and what was), `write`
+//! `scanned` (a line's scanned code read: medicine, pack, batch, serial),
+//! `plan` (reads and locks, FEFO and whole-pack picks, prices, VAT,
+//! coupons, every refusal), `prescription` (what may be dispensed and what
+//! was), `store` (the one writer of sale rows), `group` (the set-based
+//! run), `write`
 //! (the pipelined statements of a planned sale), `read` (sales back),
 //! `chain` (the invoice hash chain), `model` (the sale as answered), and
 //! here the branch actor's command.
@@ -42,6 +45,7 @@ mod plan;
 mod prescription;
 mod read;
 mod request;
+mod scanned;
 mod store;
 mod write;
 

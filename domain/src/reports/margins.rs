@@ -11,7 +11,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::{first, ratio_pct, Scope};
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::input;
 use crate::{db, wire};
 
 /// How margins are grouped.
@@ -61,18 +62,8 @@ pub struct MarginReport {
 
 /// `group_by` checked: `medicine` (the default), `category` or `day`.
 pub fn group_by(raw: Option<&str>) -> Result<String> {
-    let g = raw
-        .map(str::trim)
-        .filter(|g| !g.is_empty())
-        .unwrap_or("medicine");
-    let g = g.to_lowercase();
-    if !GROUP_BY.contains(&g.as_str()) {
-        return Err(Error::validation(
-            "group_by",
-            "`group_by` must be medicine, category or day.",
-        ));
-    }
-    Ok(g)
+    let g = input::one_of_or_blank("group_by", raw, &GROUP_BY)?;
+    Ok(g.unwrap_or_else(|| GROUP_BY[0].to_owned()))
 }
 
 /// The window's margins, grouped as `group`. Sale lines count on the day

@@ -14,7 +14,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::first;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::input;
 use crate::window::ReportWindow;
 use crate::{db, wire};
 
@@ -70,18 +71,8 @@ pub struct StockValuation {
 
 /// `group_by` checked: `medicine` (the default) or `category`.
 pub fn group_by(raw: Option<&str>) -> Result<String> {
-    let g = raw
-        .map(str::trim)
-        .filter(|g| !g.is_empty())
-        .unwrap_or("medicine");
-    let g = g.to_lowercase();
-    if !GROUP_BY.contains(&g.as_str()) {
-        return Err(Error::validation(
-            "group_by",
-            "`group_by` must be medicine or category.",
-        ));
-    }
-    Ok(g)
+    let g = input::one_of_or_blank("group_by", raw, &GROUP_BY)?;
+    Ok(g.unwrap_or_else(|| GROUP_BY[0].to_owned()))
 }
 
 /// The valuation at the end of `day.to` (the window's `end`), for one

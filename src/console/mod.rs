@@ -365,11 +365,18 @@ impl Chrome {
         ];
         let nav = all
             .into_iter()
-            .filter(|(_, _, action)| action.is_none_or(|a| a.permits(role)))
-            .map(|(href, label, _)| NavItem {
-                href,
-                label,
-                current: href == current,
+            .filter_map(|(href, label, action)| {
+                // Reports open on the first tab the role may read.
+                let href = match href {
+                    "/console/reports/sales" => reports::first_tab(role)?,
+                    _ if action.is_some_and(|a| !a.permits(role)) => return None,
+                    _ => href,
+                };
+                Some(NavItem {
+                    href,
+                    label,
+                    current: href == current,
+                })
             })
             .collect();
         Chrome {

@@ -1,8 +1,10 @@
 //! Reports: sales, by pharmacist, inventory, purchases and VAT, with a
-//! date range and (for those who may see every branch) a branch picker.
-//! The same role and branch rules as `/reports/*` (`Action::ReadReports`,
-//! `branch_filter`), the same domain reads, their rows in the order the API
-//! gives them; every table downloads as CSV.
+//! date range, and the stock value at a day's end and the margins, with
+//! (for those who may see every branch) a branch picker. The same role and
+//! branch rules as `/reports/*` (`Action::ReadReports`, or
+//! `Action::ReadStockValue` for the last two; `branch_filter`), the same
+//! domain reads, their rows in the order the API gives them; every table
+//! downloads as CSV.
 
 use actix_web::{web, HttpRequest};
 use askama::Template;
@@ -41,16 +43,58 @@ pub struct ReportQuery {
     pub branch_id: Option<String>,
     pub format: Option<String>,
     pub table: Option<String>,
+    /// The stock value's day.
+    pub as_of: Option<String>,
 }
 
-/// The five reports, in the order of the tabs.
-const KINDS: [(&str, &str); 5] = [
-    ("sales", "Sales"),
-    ("pharmacists", "By pharmacist"),
-    ("inventory", "Inventory"),
-    ("purchases", "Purchases"),
-    ("vat", "VAT"),
+/// The reports, in the order of the tabs: kind, title, link, who reads it.
+const KINDS: [(&str, &str, &str, Action); 7] = [
+    (
+        "sales",
+        "Sales",
+        "/console/reports/sales",
+        Action::ReadReports,
+    ),
+    (
+        "pharmacists",
+        "By pharmacist",
+        "/console/reports/pharmacists",
+        Action::ReadReports,
+    ),
+    (
+        "inventory",
+        "Inventory",
+        "/console/reports/inventory",
+        Action::ReadReports,
+    ),
+    (
+        "purchases",
+        "Purchases",
+        "/console/reports/purchases",
+        Action::ReadReports,
+    ),
+    ("vat", "VAT", "/console/reports/vat", Action::ReadReports),
+    (
+        "stock-value",
+        "Stock value",
+        "/console/reports/stock-value",
+        Action::ReadStockValue,
+    ),
+    (
+        "margins",
+        "Margins",
+        "/console/reports/margins",
+        Action::ReadStockValue,
+    ),
 ];
+
+/// The first report tab `role` may read (the menu's link), if any.
+pub fn first_tab(role: domain::Role) -> Option<&'static str> {
+    KINDS
+        .iter()
+        .find(|(_, _, _, action)| action.permits(role))
+        .map(|(_, _, href, _)| *href)
+}
 
 pub struct Tab {
     pub href: &'static str,
@@ -69,6 +113,8 @@ struct ReportPage {
     from_date: String,
     to_date: String,
     branches: Vec<BranchOption>,
+    /// The stock value's day field (`None` on the other reports).
+    as_of: Option<String>,
     notice: Notice,
     summary: String,
     tables: Vec<Table>,
@@ -81,32 +127,32 @@ async fn page(
     kind: web::Path<String>,
     q: web::Query<ReportQuery>,
 ) -> Outcome {
-    let (kind, title) = KINDS
+    let (kind, title, _, action) = KINDS
         .into_iter()
-        .find(|(k, _)| *k == kind.as_str())
+        .find(|(k, ..)| *k == kind.as_str())
         .ok_or_else(|| Error::not_found("There is no such report."))?;
     // As `/reports/*`: the role first, then the branch.
-    staff.caller.require(Action::ReadReports)?;
+    staff.caller.require(action)?;
+    let role = staff.role();
     let tabs = KINDS
         .iter()
-        .map(|(k, label)| Tab {
-            href: match *k {
-                "sales" => "/console/reports/sales",
-                "pharmacists" => "/console/reports/pharmacists",
-                "inventory" => "/console/reports/inventory",
-                "purchases" => "/console/reports/purchases",
-                _ => "/console/reports/vat",
-            },
+        .filter(|(.., a)| a.permits(role))
+        .map(|(k, label, href, _)| Tab {
+            href,
             label,
             current: *k == kind,
         })
         .collect();
     let mut page = ReportPage {
-        chrome: Some(Chrome::new(&staff, "/console/reports/sales")),
+        chrome: Some(Chrome::new(
+            &staff,
+            first_tab(staff.role()).unwrap_or_default(),
+        )),
         title,
         tabs,
         action: format!("/console/reports/{kind}"),
-        windowed: kind != "inventory",
+        windowed: !matches!(kind, "inventory" | "stock-value"),
+        as_of: (kind == "stock-value").then(|| q.as_of.clone().unwrap_or_default()),
         from_date: q.from_date.clone().unwrap_or_default(),
         to_date: q.to_date.clone().unwrap_or_default(),
         branches: Vec::new(),
@@ -123,6 +169,9 @@ async fn page(
             if let Some(w) = window {
                 page.from_date = w.from.to_string();
                 page.to_date = w.to.to_string();
+                if page.as_of.is_some() {
+                    page.as_of = Some(w.to.to_string());
+                }
             }
             let tables: Vec<Table> = tables
                 .into_iter()
@@ -158,6 +207,9 @@ async fn build(
 ) -> Result<Built, Error> {
     let requested = optional_id("branch_id", q.branch_id.as_deref())?;
     let branch = staff.caller.branch_filter(requested)?;
+    if kind == "stock-value" {
+        return stock_value(client, branch, q.as_of.as_deref()).await;
+    }
     let window = DateWindow::parse(q.from_date.as_deref(), q.to_date.as_deref())?
         .or_last_days(client, DEFAULT_WINDOW_DAYS)
         .await?;
@@ -228,6 +280,7 @@ async fn build(
     let summary = format!("From {} to {}.", window.from, window.to);
     let tables = match kind {
         "sales" => sales_tables(reports::sales(client, &scope).await?),
+        "margins" => margin_tables(client, &scope).await?,
         "pharmacists" => {
             let r = reports::by_pharmacist(client, &scope).await?;
             let mut t = Table::new(
@@ -392,4 +445,105 @@ fn sales_tables(r: reports::SalesReport) -> Vec<Table> {
         ]);
     }
     vec![totals, by_day, by_payment, top, recent]
+}
+
+/// The stock value at the end of `as_of` (default today), by medicine and
+/// by category.
+async fn stock_value(
+    client: &deadpool_postgres::Object,
+    branch: Option<uuid::Uuid>,
+    as_of: Option<&str>,
+) -> Result<Built, Error> {
+    let day = DateWindow::parse(as_of, as_of)
+        .map_err(|_| Error::validation("as_of", "`as_of` must be a date (YYYY-MM-DD)."))?
+        .or_last_days(client, 1)
+        .await?;
+    let mut tables = Vec::new();
+    for (group, title) in [("medicine", "By medicine"), ("category", "By category")] {
+        let v = reports::stock_valuation(client, &day, branch, group).await?;
+        if group == "medicine" {
+            let mut totals = Table::new(
+                "totals",
+                "Stock value",
+                &[
+                    "Units",
+                    "Value at cost",
+                    "Expired",
+                    "Quarantined or recalled",
+                ],
+            );
+            totals.push(vec![
+                Cell::count(v.total_quantity),
+                Cell::amount(v.total_value),
+                Cell::amount(v.expired_value),
+                Cell::amount(v.quarantined_value),
+            ]);
+            tables.push(totals);
+        }
+        let mut t = Table::new(
+            group,
+            title,
+            &[
+                "Name",
+                "Units",
+                "Value",
+                "Expired",
+                "Quarantined or recalled",
+            ],
+        )
+        .with_note("Highest value first.");
+        for r in v.items {
+            t.push(vec![
+                Cell::text(r.name),
+                Cell::count(r.quantity),
+                Cell::amount(r.value),
+                Cell::amount(r.expired_value),
+                Cell::amount(r.quarantined_value),
+            ]);
+        }
+        tables.push(t);
+    }
+    Ok((
+        format!("Stock at batch cost at the end of {}.", day.to),
+        Some(day),
+        tables,
+    ))
+}
+
+/// The margins of the window, by medicine and by category, with totals.
+async fn margin_tables(
+    client: &deadpool_postgres::Object,
+    scope: &Scope<'_>,
+) -> Result<Vec<Table>, Error> {
+    let headers = [
+        "Name",
+        "Revenue",
+        "Cost of goods sold",
+        "Gross margin",
+        "Margin",
+    ];
+    let mut tables = Vec::new();
+    for (group, title) in [("medicine", "By medicine"), ("category", "By category")] {
+        let m = reports::margins(client, scope, group).await?;
+        let mut t = Table::new(group, title, &headers)
+            .with_note("Revenue net of VAT and credit notes; highest revenue first.");
+        let rows = m
+            .items
+            .into_iter()
+            .chain(std::iter::once(reports::MarginRow {
+                name: "Total".to_owned(),
+                ..m.totals
+            }));
+        for r in rows {
+            t.push(vec![
+                Cell::text(r.name),
+                Cell::amount(r.revenue),
+                Cell::amount(r.cost_of_goods_sold),
+                Cell::amount(r.gross_margin),
+                Cell::pct(r.margin_pct),
+            ]);
+        }
+        tables.push(t);
+    }
+    Ok(tables)
 }

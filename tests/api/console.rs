@@ -553,7 +553,7 @@ async fn a_deactivated_or_changed_user_is_thrown_out_on_the_next_request() {
 
 /// Every console page and the action the API asks for it (`None`: open to
 /// every signed-in user, within its branch).
-const PAGES: [(&str, Option<Action>); 18] = [
+const PAGES: [(&str, Option<Action>); 20] = [
     ("/console/dashboard", None),
     ("/console/dashboard/alerts/low-stock", None),
     ("/console/reports/sales", Some(Action::ReadReports)),
@@ -561,6 +561,8 @@ const PAGES: [(&str, Option<Action>); 18] = [
     ("/console/reports/inventory", Some(Action::ReadReports)),
     ("/console/reports/purchases", Some(Action::ReadReports)),
     ("/console/reports/vat", Some(Action::ReadReports)),
+    ("/console/reports/stock-value", Some(Action::ReadStockValue)),
+    ("/console/reports/margins", Some(Action::ReadStockValue)),
     ("/console/books/prescriptions", None),
     ("/console/books/classified", None),
     ("/console/books/destruction", None),
@@ -592,14 +594,10 @@ async fn every_page_follows_the_role_policy_even_by_typed_address() {
             assert_eq!(status, expected, "{role} on {path}: {html}");
             if !allowed {
                 assert!(html.contains("is not allowed"), "{role} {path}: {html}");
-                // The menu does not offer it either.
-                let menu_path = if path.starts_with("/console/reports") {
-                    "/console/reports/sales"
-                } else {
-                    path
-                };
+                // The menu does not offer it either (reports open on the
+                // first tab the role may read).
                 assert!(
-                    !dashboard.contains(&format!(r#"href="{menu_path}""#)),
+                    !dashboard.contains(&format!(r#"href="{path}""#)),
                     "{role} is offered {path}"
                 );
             }
@@ -1346,4 +1344,40 @@ async fn two_managers_deciding_one_request_at_once_decide_it_once() {
         .unwrap()
         .get(0);
     assert_eq!(decisions, 1, "one decision, audited once");
+}
+
+/// The stock value and margins pages show what `/reports/stock-valuation`
+/// and `/reports/margins` answer, and an inventory manager (who reads no
+/// other report) finds them from the menu.
+#[tokio::test]
+async fn stock_value_and_margins_pages_show_the_apis_figures() {
+    let app = TestApp::spawn().await;
+    let branch = app.branch("KLA").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let m = stocked(&app, &admin, branch, "Amoxicillin", 2500).await;
+    sell(&app, &admin, &m, 2, "cash").await;
+    let (_, api) = app.get("/reports/stock-valuation", &admin).await;
+    let (_, margins) = app.get("/reports/margins", &admin).await;
+
+    let (_, keeper) = Console::of(&app, branch, Role::InventoryManager).await;
+    let (_, dashboard, _) = keeper.get("/console/dashboard").await;
+    assert!(
+        dashboard.contains(r#"href="/console/reports/stock-value""#),
+        "{dashboard}"
+    );
+    let (status, html, _) = keeper.get("/console/reports/stock-value").await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    // 98 capsules left at 100.00: the console groups thousands.
+    assert_eq!(api["total_value"], "9800.00");
+    assert!(html.contains("9,800.00"), "{html}");
+    assert!(!html.contains(r#"href="/console/reports/sales""#));
+    let (status, html, _) = keeper.get("/console/reports/margins").await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    assert!(html.contains("Amoxicillin"), "{html}");
+    assert!(margins["totals"]["revenue"].is_string());
+    let (status, html, _) = keeper
+        .get("/console/reports/stock-value?as_of=2026-02-30")
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{html}");
+    assert!(html.contains("as_of-error"), "{html}");
 }

@@ -304,6 +304,7 @@ async fn a_scanned_pack_sells_its_own_batch_and_its_serial_once() {
     let (status, problem) = c.sell(json!([{"scan": code, "quantity": 1}])).await;
     assert_problem(status, &problem, StatusCode::CONFLICT);
     assert_eq!(problem["code"], "serial_already_dispensed");
+    assert_eq!(problem["field"], "items[0].scan");
     let detail = problem["detail"].as_str().unwrap();
     assert!(
         detail.contains(sale["invoice_number"].as_str().unwrap()),

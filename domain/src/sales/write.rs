@@ -201,14 +201,14 @@ pub(super) async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Re
         ));
     }
     if claims > 0 && answers.get(serials_at).map_or(0, Vec::len) != claims {
-        return Err(serial_taken(tx, &made).await);
+        return Err(serial_taken(tx, &made, &sale).await);
     }
     Ok(made)
 }
 
 /// The refusal of a sale whose serial another sale holds: names that sale
 /// (committed by now: the claim waited for it).
-async fn serial_taken<C: GenericClient + Sync>(tx: &C, made: &Sale) -> Error {
+async fn serial_taken<C: GenericClient + Sync>(tx: &C, made: &Sale, sale: &NewSale) -> Error {
     let gtins: Vec<String> = made.items.iter().filter_map(|i| i.gtin.clone()).collect();
     let serials: Vec<String> = made.items.iter().filter_map(|i| i.serial.clone()).collect();
     let sale_id = made.id;
@@ -221,17 +221,29 @@ async fn serial_taken<C: GenericClient + Sync>(tx: &C, made: &Sale) -> Error {
            WHERE d.released_at IS NULL AND d.sale_id <> {sale_id}
            LIMIT 1"#
     );
-    let holder = match db::raw_opt(tx, &q.sql, q.values).await {
-        Ok(Some(r)) => format!(
-            "Serial {} was already dispensed by sale {} ({}).",
-            r.get::<_, String>(0),
-            r.get::<_, String>(1),
-            r.get::<_, Uuid>(2)
+    let (serial, holder) = match db::raw_opt(tx, &q.sql, q.values).await {
+        Ok(Some(r)) => {
+            let serial: String = r.get(0);
+            let holder = format!(
+                "Serial {serial} was already dispensed by sale {} ({}).",
+                r.get::<_, String>(1),
+                r.get::<_, Uuid>(2)
+            );
+            (Some(serial), holder)
+        }
+        Ok(None) => (
+            None,
+            "A serial of this sale is named twice in it.".to_owned(),
         ),
-        Ok(None) => "A serial of this sale is named twice in it.".to_owned(),
         Err(e) => return e,
     };
-    Error::coded(Code::SerialAlreadyDispensed, Some("items"), holder)
+    // The line whose scanned serial it is (the first one, when named twice).
+    let line = sale.lines.iter().position(|l| {
+        let scanned = l.scanned.as_ref().and_then(|s| s.serial.as_deref());
+        scanned.is_some() && (serial.is_none() || scanned == serial.as_deref())
+    });
+    let field = line.map_or_else(|| "items".to_owned(), |i| format!("items[{i}].scan"));
+    Error::coded(Code::SerialAlreadyDispensed, Some(&field), holder)
 }
 
 pub(super) async fn user_name<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<String> {

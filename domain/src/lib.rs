@@ -48,6 +48,7 @@ pub mod scan;
 pub mod will_call;
 
 // Stock (receiving, counts, transfers inside), and write-offs
+pub mod buying;
 pub mod stock;
 pub mod write_offs;
 

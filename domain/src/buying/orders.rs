@@ -1,0 +1,1 @@
+//! Purchase orders: drafted, submitted, approved, sent, received against.

@@ -1,0 +1,1 @@
+//! Goods received notes: deliveries posted as batches at landed cost.

@@ -1,0 +1,1 @@
+//! Supplier returns and their debit notes.

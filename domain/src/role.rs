@@ -96,6 +96,10 @@ pub enum Action {
     ManagePacks,
     WriteSuppliers,
     ReceivePurchases,
+    ReceiveGoods,
+    ReadGoodsReceived,
+    AllowOverReceipt,
+    AcceptShortDated,
     QuarantineBatches,
     ReadReorderSuggestions,
     ManageSupplierInvoices,
@@ -128,7 +132,7 @@ use Role::{
 
 impl Action {
     /// Every action, in the order of docs/roles.md's role matrix.
-    pub const ALL: [Action; 37] = [
+    pub const ALL: [Action; 41] = [
         Action::Sell,
         Action::OverridePrice,
         Action::ReturnSale,
@@ -143,6 +147,10 @@ impl Action {
         Action::ManagePacks,
         Action::WriteSuppliers,
         Action::ReceivePurchases,
+        Action::ReceiveGoods,
+        Action::ReadGoodsReceived,
+        Action::AllowOverReceipt,
+        Action::AcceptShortDated,
         Action::QuarantineBatches,
         Action::ReadReorderSuggestions,
         Action::ManageSupplierInvoices,
@@ -193,6 +201,13 @@ impl Action {
             | Action::ManageSupplierInvoices
             | Action::ManageTransfers => &[A, BM, IM],
             Action::ReceivePurchases => &[A, P],
+            // A delivery is counted in by whoever is at the back door.
+            Action::ReceiveGoods => &[A, BM, IM, P],
+            Action::ReadGoodsReceived => &[A, BM, IM, P, AU],
+            // Taking more than was ordered commits the chain's money.
+            Action::AllowOverReceipt => &[A, BM],
+            // Short-dated stock is a clinical and a commercial call.
+            Action::AcceptShortDated => &[A, BM, P],
             // Pack sizes and GTINs are master data of the stock side.
             Action::ManagePacks => &[A, IM],
             Action::QuarantineBatches | Action::ReadReorderSuggestions | Action::WriteOffStock => {
@@ -242,6 +257,14 @@ impl Action {
             Action::ManagePacks => "create, edit, delete a medicine's packs",
             Action::WriteSuppliers => "create, edit, delete suppliers (REST or pushed `supplier`)",
             Action::ReceivePurchases => "receive stock (`POST /purchases`)",
+            Action::ReceiveGoods => "draft and post goods received notes",
+            Action::ReadGoodsReceived => "read goods received notes",
+            Action::AllowOverReceipt => {
+                "post a goods received note beyond what its orders have outstanding"
+            }
+            Action::AcceptShortDated => {
+                "post a goods received note with stock inside the minimum shelf life"
+            }
             Action::QuarantineBatches => "quarantine, release or recall a batch",
             Action::ReadReorderSuggestions => "read reorder suggestions",
             Action::ManageSupplierInvoices => "record, list and pay supplier invoices",
@@ -333,6 +356,7 @@ mod tests {
                             | Action::VerifyInvoiceChain
                             | Action::ReadAuditLog
                             | Action::ReadTransfers
+                            | Action::ReadGoodsReceived
                     ),
                     "auditors may {a}"
                 );

@@ -152,6 +152,9 @@ impl SettingsForm {
             tax_enabled: Some(flag(&self.tax_enabled)),
             tax_rate: Some(tax_rate),
             time_zone: Some(self.time_zone.clone()),
+            // The buying rules' settings are not on this form yet: unchanged.
+            min_shelf_life_days: None,
+            invoice_price_tolerance_percent: None,
         })
     }
 }

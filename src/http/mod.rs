@@ -23,6 +23,7 @@ pub mod packs;
 pub mod prescriptions;
 pub mod printing;
 pub mod problems;
+pub mod goods_received;
 pub mod purchases;
 pub mod reports;
 pub mod returns;
@@ -75,6 +76,7 @@ pub fn configure_api(cfg: &mut ServiceConfig) {
     medicines::configure(cfg);
     packs::configure(cfg);
     scan::configure(cfg);
+    goods_received::configure(cfg);
     purchases::configure(cfg);
     sales::configure(cfg);
     customers::configure(cfg);

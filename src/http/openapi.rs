@@ -32,6 +32,7 @@ mod rules;
         (name = "supplier-finance", description = "Batch quarantine and reorder suggestions"),
         (name = "medicines", description = "The medicine catalogue"),
         (name = "purchases", description = "Receiving stock"),
+        (name = "buying", description = "Purchase orders, goods received, supplier returns"),
         (name = "customers", description = "Customers, credit and payments"),
         (name = "suppliers", description = "The supplier directory"),
         (name = "sales", description = "Sales and the invoice chain"),

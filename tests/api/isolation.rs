@@ -58,6 +58,15 @@ const TRANSFER_READERS: &[Role] = &[
 ];
 /// Stock write-offs: the stock keepers and the pharmacists.
 const WRITE_OFF: &[Role] = QUARANTINE;
+/// Goods received: whoever is at the back door; auditors read them.
+const RECEIVERS: &[Role] = QUARANTINE;
+const RECEIPT_READERS: &[Role] = &[
+    Role::Admin,
+    Role::BranchManager,
+    Role::InventoryManager,
+    Role::Pharmacist,
+    Role::Auditor,
+];
 const PUSHERS: &[Role] = &[Role::Admin, Role::Cashier];
 const PURCHASERS: &[Role] = &[Role::Admin, Role::Pharmacist];
 const AUDIT: &[Role] = &[Role::Admin, Role::Auditor];
@@ -447,6 +456,7 @@ fn isolation_cases(w: &World) -> Vec<Case> {
         "/reports/vat",
         "/reports/stock-valuation",
         "/reports/margins",
+        "/goods-received",
         "/audit-log",
         "/compliance/devices",
         "/compliance/prescription-book",
@@ -529,6 +539,13 @@ fn isolation_cases(w: &World) -> Vec<Case> {
             "/supplier-finance/invoices",
             json!({"branch_id": b, "supplier_id": w.a("supplier"), "total_amount": 10}),
             CATALOGUE,
+        ),
+        (
+            "/goods-received",
+            json!({"branch_id": b, "supplier_id": w.a("supplier"), "delivery_reference": "D",
+                   "lines": [{"medicine_id": m, "batch_number": "X-1", "expiry_date": "2035-01-01",
+                              "quantity_received": 5, "unit_cost": 10}]}),
+            RECEIVERS,
         ),
         (
             "/purchases",
@@ -785,6 +802,7 @@ async fn a_branch_users_reads_carry_nothing_of_another_branch() {
         ("/reports/vat", REPORTS),
         ("/reports/stock-valuation", STOCK_VALUE),
         ("/reports/margins", STOCK_VALUE),
+        ("/goods-received", RECEIPT_READERS),
         ("/dashboard/branch-comparison", ALL),
         ("/dashboard/summary", ALL),
         ("/sync/snapshot", ALL),
@@ -914,6 +932,17 @@ fn role_rules() -> Vec<Rule> {
         ),
         rule(M::DELETE, "/medicines/{rand}/packs/{rand}", none(), PACKS),
         rule(M::GET, "/scan", none(), ALL),
+        rule(
+            M::POST,
+            "/goods-received",
+            b(json!({"supplier_id": "{rand}", "delivery_reference": "D", "lines": [
+                {"medicine_id": "{medicine}", "batch_number": "B", "expiry_date": "2035-01-01",
+                 "quantity_received": 1, "unit_cost": 1}]})),
+            RECEIVERS,
+        ),
+        rule(M::POST, "/goods-received/{rand}/post", b(json!({})), RECEIVERS),
+        rule(M::GET, "/goods-received", none(), RECEIPT_READERS),
+        rule(M::GET, "/goods-received/{rand}", none(), RECEIPT_READERS),
         rule(
             M::POST,
             "/purchases",

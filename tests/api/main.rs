@@ -28,6 +28,7 @@ mod devdb;
 mod devices;
 mod errors;
 mod fuzz_bodies;
+mod goods_received;
 mod group_writer;
 mod input_controls;
 mod isolation;

@@ -295,6 +295,32 @@ fn probes(action: Action) -> Vec<Probe> {
                        "batch_number": "B", "expiry_date": "2035-01-01", "quantity": 1, "unit_cost": 1}),
             ),
         )],
+        Action::ReceiveGoods => vec![
+            probe(
+                M::POST,
+                "/goods-received",
+                b(json!({"supplier_id": "{rand}", "delivery_reference": "D", "lines": [
+                    {"medicine_id": "{medicine}", "batch_number": "B", "expiry_date": "2035-01-01",
+                     "quantity_received": 1, "unit_cost": 1}]})),
+            ),
+            probe(M::POST, "/goods-received/{rand}/post", b(json!({}))),
+        ],
+        Action::ReadGoodsReceived => vec![
+            probe(M::GET, "/goods-received", None),
+            probe(M::GET, "/goods-received/{rand}", None),
+        ],
+        Action::AllowOverReceipt => vec![within(
+            Action::ReceiveGoods,
+            M::POST,
+            "/goods-received/{rand}/post",
+            json!({"allow_over_receipt": true}),
+        )],
+        Action::AcceptShortDated => vec![within(
+            Action::ReceiveGoods,
+            M::POST,
+            "/goods-received/{rand}/post",
+            json!({"accept_short_dated": true}),
+        )],
         Action::QuarantineBatches => vec![probe(
             M::POST,
             "/supplier-finance/batches/{rand}/quarantine",

@@ -26,6 +26,9 @@ fn defaults() -> Value {
         "tax_enabled": false,
         "tax_rate": 0.18,
         "time_zone": "Africa/Kampala",
+        // The buying rules' settings (not in the spec).
+        "min_shelf_life_days": 90,
+        "invoice_price_tolerance_percent": 2.0,
         "updated_at": null,
         "updated_by": null,
     })

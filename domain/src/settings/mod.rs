@@ -21,7 +21,7 @@ pub const SERVICE_NAME: &str = "Pharmacy Operations Service";
 /// Column values of a write, already validated.
 pub type Fields = Vec<(&'static str, sea_query::Value)>;
 
-const COLUMNS: [&str; 28] = [
+const COLUMNS: [&str; 30] = [
     "name",
     "legal_name",
     "phone",
@@ -47,6 +47,8 @@ const COLUMNS: [&str; 28] = [
     "tax_enabled",
     "tax_rate",
     "time_zone",
+    "min_shelf_life_days",
+    "invoice_price_tolerance_percent",
     "updated_at",
     "updated_by",
     "org_id",
@@ -87,6 +89,14 @@ pub struct Settings {
     pub tax_rate: Decimal,
     /// IANA zone that decides "today" for expiry and reports.
     pub time_zone: String,
+    /// Goods received closer to expiry than this are refused unless a
+    /// manager or pharmacist accepts them short-dated.
+    pub min_shelf_life_days: i32,
+    /// How far (percent) a supplier invoice line's price may differ from
+    /// the receipt's before the invoice is put on hold.
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64, minimum = 0, maximum = 100)]
+    pub invoice_price_tolerance_percent: Decimal,
     /// `null` while the defaults apply.
     #[serde(serialize_with = "wire::ts_opt")]
     #[schema(value_type = Option<String>)]
@@ -124,6 +134,8 @@ impl Settings {
             tax_enabled: false,
             tax_rate: Decimal::new(18, 2),
             time_zone: "Africa/Kampala".to_owned(),
+            min_shelf_life_days: 90,
+            invoice_price_tolerance_percent: Decimal::from(2),
             updated_at: None,
             updated_by: None,
         }
@@ -158,6 +170,10 @@ impl Settings {
             tax_enabled: r.get("tax_enabled"),
             tax_rate: r.get::<_, Decimal>("tax_rate").normalize(),
             time_zone: r.get("time_zone"),
+            min_shelf_life_days: r.get("min_shelf_life_days"),
+            invoice_price_tolerance_percent: r
+                .get::<_, Decimal>("invoice_price_tolerance_percent")
+                .normalize(),
             updated_at: r.get("updated_at"),
             updated_by: r.get("updated_by"),
         }

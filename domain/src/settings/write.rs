@@ -98,6 +98,12 @@ pub struct SettingsWrite {
     pub tax_rate: Option<Decimal>,
     /// An IANA time zone (`Africa/Kampala`).
     pub time_zone: Option<String>,
+    /// 0..3650 days.
+    #[schema(minimum = 0, maximum = 3650)]
+    pub min_shelf_life_days: Option<i64>,
+    /// 0..100 percent, at most 2 decimals.
+    #[schema(value_type = Option<f64>, minimum = 0, maximum = 100)]
+    pub invoice_price_tolerance_percent: Option<Decimal>,
 }
 
 fn int_in(field: &str, n: i64, min: i64, max: i64) -> Result<i32> {
@@ -207,6 +213,18 @@ fn tax_rate(v: Decimal) -> Result<Decimal> {
     Ok(v)
 }
 
+fn percent(v: Decimal) -> Result<Decimal> {
+    let field = "invoice_price_tolerance_percent";
+    let v = input::amount(field, v)?;
+    if v > Decimal::ONE_HUNDRED {
+        return Err(Error::validation(
+            field,
+            format!("`{field}` must be a percent from 0 to 100."),
+        ));
+    }
+    Ok(v)
+}
+
 fn one_of(field: &str, v: &str, allowed: &[&str]) -> Result<String> {
     let v = v.trim();
     if allowed.contains(&v) {
@@ -310,6 +328,13 @@ fn plain_fields(b: &SettingsWrite) -> Result<Fields> {
     }
     if let Some(v) = b.tax_rate {
         f.push(("tax_rate", tax_rate(v)?.into()));
+    }
+    if let Some(n) = b.min_shelf_life_days {
+        let n = int_in("min_shelf_life_days", n, 0, 3650)?;
+        f.push(("min_shelf_life_days", n.into()));
+    }
+    if let Some(v) = b.invoice_price_tolerance_percent {
+        f.push(("invoice_price_tolerance_percent", percent(v)?.into()));
     }
     Ok(f)
 }

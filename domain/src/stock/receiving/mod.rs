@@ -11,6 +11,10 @@
 //! names the medicine and pack through the organisation's register (as
 //! `GET /scan` reads it), and its batch, expiry and production date fill
 //! those fields. A field also sent must agree with the code.
+//!
+//! Every receipt is also a goods received note: a one-line note posted at
+//! once (origin `purchase`), so invoices match against it and the notes
+//! list every receipt. The spec's rules stand: no shelf-life check here.
 
 pub mod request;
 
@@ -20,6 +24,7 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::buying::received;
 use crate::db::{self, Pool};
 use crate::error::{Error, Result};
 use crate::stock::{self, cost, Batch, Kind, NewBatch};
@@ -221,6 +226,14 @@ impl Command for ReceivePurchase {
             user_id: d.user_id,
         };
         let batch: Batch = stock::receive(&tx, new, Kind::In, None).await?;
+        let purchase = received::Purchase {
+            batch: &batch,
+            pack: pack.as_ref().map(|p| (p.id, p.units)),
+            unit_cost: d.unit_cost,
+            received_total,
+            user_id: d.user_id,
+        };
+        received::record_purchase(&tx, purchase).await?;
         tx.commit().await?;
         Ok(answer(
             batch,

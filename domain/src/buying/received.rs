@@ -1,1 +1,0 @@
-//! Goods received notes: deliveries posted as batches at landed cost.

@@ -18,7 +18,10 @@ use actix_web::{get, post};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 pub fn configure(cfg: &mut ServiceConfig) {
-    cfg.service(create).service(list).service(get).service(post_note);
+    cfg.service(create)
+        .service(list)
+        .service(get)
+        .service(post_note);
 }
 
 /// The states a note may be listed by.

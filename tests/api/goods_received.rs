@@ -38,10 +38,16 @@ impl Dock {
         let (_, pharmacist) = app.signed_in(branch, Role::Pharmacist).await;
         let supplier = app.supplier("Quality Chemicals").await;
         let medicine = app
-            .medicine(&admin, json!({"name": "Amoxicillin 500mg", "selling_price": 3}))
+            .medicine(
+                &admin,
+                json!({"name": "Amoxicillin 500mg", "selling_price": 3}),
+            )
             .await;
         let other = app
-            .medicine(&admin, json!({"name": "Paracetamol 500mg", "selling_price": 1}))
+            .medicine(
+                &admin,
+                json!({"name": "Paracetamol 500mg", "selling_price": 1}),
+            )
             .await;
         Dock {
             app,
@@ -217,10 +223,17 @@ async fn deliveries_fill_an_order_partly_with_rejects_and_never_beyond_it_unaske
     let (status, refused) = d.post(&d.clerk, &note["id"], json!({})).await;
     assert_problem(status, &refused, StatusCode::BAD_REQUEST);
     assert_eq!(refused["field"], "lines[0].quantity_received", "{refused}");
-    assert!(refused["detail"].as_str().unwrap().contains("40"), "{refused}");
+    assert!(
+        refused["detail"].as_str().unwrap().contains("40"),
+        "{refused}"
+    );
     // Only a manager may allow it.
     let (status, body) = d
-        .post(&d.pharmacist, &note["id"], json!({"allow_over_receipt": true}))
+        .post(
+            &d.pharmacist,
+            &note["id"],
+            json!({"allow_over_receipt": true}),
+        )
         .await;
     assert_problem(status, &body, StatusCode::FORBIDDEN);
     assert_eq!(d.order_line(lines[0]).await.0, 60);
@@ -304,7 +317,11 @@ async fn expired_and_short_dated_stock_is_refused_unless_accepted() {
     assert_problem(status, &body, StatusCode::FORBIDDEN);
     assert_eq!(d.count("batches").await, 0);
     let (status, posted) = d
-        .post(&d.pharmacist, &note["id"], json!({"accept_short_dated": true}))
+        .post(
+            &d.pharmacist,
+            &note["id"],
+            json!({"accept_short_dated": true}),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{posted}");
     assert_eq!(posted["accept_short_dated"], true);
@@ -344,18 +361,62 @@ async fn bad_deliveries_name_their_field_and_write_nothing() {
     let mut wrong_medicine = with("purchase_order_line_id", json!(ours[0]));
     wrong_medicine["medicine_id"] = json!(d.other);
     let cases = [
-        (json!([with("purchase_order_line_id", json!(theirs[0]))]), json!([]), "lines[0].purchase_order_line_id"),
-        (json!([with("purchase_order_line_id", json!(drafted[0]))]), json!([]), "lines[0].purchase_order_line_id"),
+        (
+            json!([with("purchase_order_line_id", json!(theirs[0]))]),
+            json!([]),
+            "lines[0].purchase_order_line_id",
+        ),
+        (
+            json!([with("purchase_order_line_id", json!(drafted[0]))]),
+            json!([]),
+            "lines[0].purchase_order_line_id",
+        ),
         (json!([wrong_medicine]), json!([]), "lines[0].medicine_id"),
-        (json!([with("medicine_id", json!(Uuid::now_v7()))]), json!([]), "lines[0].medicine_id"),
-        (json!([with("pack_id", json!(Uuid::now_v7()))]), json!([]), "lines[0].pack_id"),
-        (json!([with("quantity_received", json!(0))]), json!([]), "lines[0].quantity_received"),
-        (json!([with("quantity_received", json!(-3))]), json!([]), "lines[0].quantity_received"),
-        (json!([with("quantity_rejected", json!(2))]), json!([]), "lines[0].rejection_reason"),
-        (json!([with("unit_cost", json!("1.001"))]), json!([]), "lines[0].unit_cost"),
-        (json!([with("batch_number", json!(" "))]), json!([]), "lines[0].batch_number"),
-        (json!([good.clone()]), json!([{"kind": "bribe", "amount": 5}]), "charges[0].kind"),
-        (json!([good.clone()]), json!([{"kind": "freight", "amount": 0}]), "charges[0].amount"),
+        (
+            json!([with("medicine_id", json!(Uuid::now_v7()))]),
+            json!([]),
+            "lines[0].medicine_id",
+        ),
+        (
+            json!([with("pack_id", json!(Uuid::now_v7()))]),
+            json!([]),
+            "lines[0].pack_id",
+        ),
+        (
+            json!([with("quantity_received", json!(0))]),
+            json!([]),
+            "lines[0].quantity_received",
+        ),
+        (
+            json!([with("quantity_received", json!(-3))]),
+            json!([]),
+            "lines[0].quantity_received",
+        ),
+        (
+            json!([with("quantity_rejected", json!(2))]),
+            json!([]),
+            "lines[0].rejection_reason",
+        ),
+        (
+            json!([with("unit_cost", json!("1.001"))]),
+            json!([]),
+            "lines[0].unit_cost",
+        ),
+        (
+            json!([with("batch_number", json!(" "))]),
+            json!([]),
+            "lines[0].batch_number",
+        ),
+        (
+            json!([good.clone()]),
+            json!([{"kind": "bribe", "amount": 5}]),
+            "charges[0].kind",
+        ),
+        (
+            json!([good.clone()]),
+            json!([{"kind": "freight", "amount": 0}]),
+            "charges[0].amount",
+        ),
         (json!([]), json!([]), "lines"),
     ];
     for (lines, charges, field) in cases {
@@ -406,7 +467,10 @@ async fn notes_follow_roles_and_branches() {
     assert_eq!(list["total"], 0);
     let (status, p) = d
         .app
-        .get(&format!("/goods-received?branch_id={}", d.branch), &stranger)
+        .get(
+            &format!("/goods-received?branch_id={}", d.branch),
+            &stranger,
+        )
         .await;
     assert_problem(status, &p, StatusCode::FORBIDDEN);
 
@@ -458,7 +522,10 @@ async fn a_delivery_of_a_batch_already_held_at_the_same_cost_adds_to_it() {
         )
         .await
         .unwrap();
-    let got: Vec<(i32, i32, String)> = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect();
+    let got: Vec<(i32, i32, String)> = rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
     assert_eq!(
         got,
         vec![(20, 20, "2.0000".into()), (10, 10, "2.5000".into())]

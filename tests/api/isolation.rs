@@ -935,12 +935,19 @@ fn role_rules() -> Vec<Rule> {
         rule(
             M::POST,
             "/goods-received",
-            b(json!({"supplier_id": "{rand}", "delivery_reference": "D", "lines": [
+            b(
+                json!({"supplier_id": "{rand}", "delivery_reference": "D", "lines": [
                 {"medicine_id": "{medicine}", "batch_number": "B", "expiry_date": "2035-01-01",
-                 "quantity_received": 1, "unit_cost": 1}]})),
+                 "quantity_received": 1, "unit_cost": 1}]}),
+            ),
             RECEIVERS,
         ),
-        rule(M::POST, "/goods-received/{rand}/post", b(json!({})), RECEIVERS),
+        rule(
+            M::POST,
+            "/goods-received/{rand}/post",
+            b(json!({})),
+            RECEIVERS,
+        ),
         rule(M::GET, "/goods-received", none(), RECEIPT_READERS),
         rule(M::GET, "/goods-received/{rand}", none(), RECEIPT_READERS),
         rule(

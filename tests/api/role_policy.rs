@@ -299,9 +299,11 @@ fn probes(action: Action) -> Vec<Probe> {
             probe(
                 M::POST,
                 "/goods-received",
-                b(json!({"supplier_id": "{rand}", "delivery_reference": "D", "lines": [
+                b(
+                    json!({"supplier_id": "{rand}", "delivery_reference": "D", "lines": [
                     {"medicine_id": "{medicine}", "batch_number": "B", "expiry_date": "2035-01-01",
-                     "quantity_received": 1, "unit_cost": 1}]})),
+                     "quantity_received": 1, "unit_cost": 1}]}),
+                ),
             ),
             probe(M::POST, "/goods-received/{rand}/post", b(json!({}))),
         ],

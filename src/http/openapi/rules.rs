@@ -10,6 +10,7 @@
 //! `declared_limits` API test sends every documented bound at the limit and
 //! past it, so a rule and its check cannot drift apart unnoticed.
 
+use domain::buying::received;
 use domain::input::{any_case, any_case_or_blank, exactly, max, trimmed};
 use domain::stock::{count as stockcount, quarantine, receiving, transfers};
 use domain::suppliers::invoices;
@@ -122,6 +123,17 @@ const LENGTHS: &[(&str, &[(&str, usize)])] = &[
         ],
     ),
     (
+        "GoodsReceivedRequest",
+        &[("delivery_reference", received::request::MAX_REFERENCE)],
+    ),
+    (
+        "ReceivedLineRequest",
+        &[
+            ("batch_number", receiving::request::MAX_BATCH_NUMBER),
+            ("rejection_reason", received::request::MAX_REASON),
+        ],
+    ),
+    (
         "InvoiceRequest",
         &[("invoice_no", max::LABEL), ("notes", invoices::MAX_NOTES)],
     ),
@@ -225,6 +237,21 @@ fn rules() -> Vec<(&'static str, &'static str, Value)> {
             json!({"pattern": any_case(&sales::PAYMENT_METHODS)}),
         ),
         ("SaleRequest", "items", lines(sales::MAX_LINES)),
+        (
+            "GoodsReceivedRequest",
+            "lines",
+            lines(received::request::MAX_LINES),
+        ),
+        (
+            "GoodsReceivedRequest",
+            "charges",
+            json!({"maxItems": received::request::MAX_CHARGES}),
+        ),
+        (
+            "ReceiptChargeRequest",
+            "kind",
+            json!({"pattern": any_case(&received::request::CHARGE_KINDS)}),
+        ),
         ("SaleLineRequest", "quantity", quantity.clone()),
         ("CountRequest", "items", lines(stockcount::MAX_ITEMS)),
         (

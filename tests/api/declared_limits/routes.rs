@@ -48,6 +48,7 @@ pub enum Route {
     TemplateCreate,
     TemplateUpdate,
     Purchase,
+    GoodsReceived,
     Sale,
     Return,
     Settings,
@@ -90,6 +91,7 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
         Route::TemplateUpdate,
     ),
     ("POST", "/purchases", Route::Purchase),
+    ("POST", "/goods-received", Route::GoodsReceived),
     ("POST", "/sales", Route::Sale),
     ("POST", "/sales/{id}/returns", Route::Return),
     ("PUT", "/settings", Route::Settings),
@@ -260,6 +262,31 @@ impl Route {
                        "expiry_date": "2030-12-31", "quantity": 1, "unit_cost": 1}),
                 count("batches"),
             ),
+            Route::GoodsReceived => {
+                let n = |list: &str| {
+                    (field == list)
+                        .then(|| wanted(change, past))
+                        .flatten()
+                        .unwrap_or(1)
+                };
+                let lines: Vec<Value> = (0..n("lines"))
+                    .map(|i| {
+                        json!({"medicine_id": w.medicine, "batch_number": format!("G-{i}"),
+                               "expiry_date": "2030-12-31", "quantity_received": 1,
+                               "quantity_rejected": 1, "rejection_reason": "torn",
+                               "unit_cost": 1})
+                    })
+                    .collect();
+                let charges: Vec<Value> = (0..n("charges"))
+                    .map(|_| json!({"kind": "freight", "amount": 1}))
+                    .collect();
+                ok(
+                    "/goods-received".into(),
+                    json!({"supplier_id": w.supplier, "delivery_reference": w.tag(),
+                           "lines": lines, "charges": charges}),
+                    count("goods_received_notes"),
+                )
+            }
             Route::Sale => {
                 // A coupon code at its bound is accepted only if it names a
                 // coupon: make one with that code.

@@ -36,7 +36,7 @@ use crate::wire;
 
 pub use post::{PostNote, PostOptions};
 pub use read::{get, list, ListFilter};
-pub use request::{ChargeRequest, GoodsReceivedRequest, LineRequest, NewNote};
+pub use request::{GoodsReceivedRequest, NewNote, ReceiptChargeRequest, ReceivedLineRequest};
 pub use write::{create, record_purchase, Purchase};
 
 /// A goods received note as answered. Money as decimal strings.

@@ -37,14 +37,14 @@ pub struct GoodsReceivedRequest {
     pub purchase_order_id: Option<Uuid>,
     /// The supplier's delivery note number. Required.
     pub delivery_reference: String,
-    pub lines: Vec<LineRequest>,
+    pub lines: Vec<ReceivedLineRequest>,
     #[serde(default)]
-    pub charges: Vec<ChargeRequest>,
+    pub charges: Vec<ReceiptChargeRequest>,
 }
 
 /// One delivered line: what was accepted into stock and what was rejected.
 #[derive(Debug, Deserialize, ToSchema)]
-pub struct LineRequest {
+pub struct ReceivedLineRequest {
     /// The order line this receives against (none: an unplanned receipt).
     #[schema(value_type = Option<String>, format = Uuid)]
     pub purchase_order_line_id: Option<Uuid>,
@@ -75,7 +75,7 @@ pub struct LineRequest {
 
 /// A cost of getting the delivery here, spread over its lines.
 #[derive(Debug, Deserialize, ToSchema)]
-pub struct ChargeRequest {
+pub struct ReceiptChargeRequest {
     /// `freight`, `insurance`, `clearing` or `other`.
     pub kind: String,
     /// Above zero, at most 2 decimals.
@@ -163,7 +163,7 @@ impl GoodsReceivedRequest {
     }
 }
 
-impl LineRequest {
+impl ReceivedLineRequest {
     fn validate(self, i: usize) -> Result<NewLine> {
         let field = |name: &str| format!("lines[{i}].{name}");
         let batch_number =
@@ -224,7 +224,7 @@ impl LineRequest {
     }
 }
 
-impl ChargeRequest {
+impl ReceiptChargeRequest {
     fn validate(self, i: usize) -> Result<(String, Decimal)> {
         let kind = self.kind.trim().to_lowercase();
         if !CHARGE_KINDS.contains(&kind.as_str()) {

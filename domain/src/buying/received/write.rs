@@ -32,7 +32,15 @@ pub async fn create(pool: &Pool, note: NewNote) -> Result<GoodsReceivedNote> {
     let priced = price(&note, &units)?;
     let (seq, code) = next_number(&tx, note.branch_id).await?;
     let id = Uuid::now_v7();
-    insert(&tx, id, seq, &format!("{code}-GRN-{seq:06}"), &note, &priced).await?;
+    insert(
+        &tx,
+        id,
+        seq,
+        &format!("{code}-GRN-{seq:06}"),
+        &note,
+        &priced,
+    )
+    .await?;
     let answer = read::get(&tx, id)
         .await?
         .ok_or_else(|| Error::internal("the note just drafted vanished"))?;

@@ -92,6 +92,8 @@ codes! {
         "The request or its body did not arrive in time; send it again on a fresh connection.";
     Conflict => "conflict", 409,
         "The record's state does not allow this move, a unique value is already taken, or a mutation id was reused with another body.";
+    InvoiceOnHold => "invoice_on_hold", 409,
+        "The supplier invoice is on hold (a price beyond the tolerance, or goods billed before they were received): it takes no payment until a branch manager or admin releases it.";
     GtinTaken => "gtin_taken", 409,
         "The GTIN already names another medicine or pack (a GTIN names one product); the message names the holder.";
     SerialAlreadyDispensed => "serial_already_dispensed", 409,

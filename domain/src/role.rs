@@ -103,6 +103,7 @@ pub enum Action {
     QuarantineBatches,
     ReadReorderSuggestions,
     ManageSupplierInvoices,
+    ReleaseSupplierInvoices,
     SubmitStockCount,
     WriteOffStock,
     ManageTransfers,
@@ -132,7 +133,7 @@ use Role::{
 
 impl Action {
     /// Every action, in the order of docs/roles.md's role matrix.
-    pub const ALL: [Action; 41] = [
+    pub const ALL: [Action; 42] = [
         Action::Sell,
         Action::OverridePrice,
         Action::ReturnSale,
@@ -154,6 +155,7 @@ impl Action {
         Action::QuarantineBatches,
         Action::ReadReorderSuggestions,
         Action::ManageSupplierInvoices,
+        Action::ReleaseSupplierInvoices,
         Action::SubmitStockCount,
         Action::WriteOffStock,
         Action::ManageTransfers,
@@ -204,8 +206,9 @@ impl Action {
             // A delivery is counted in by whoever is at the back door.
             Action::ReceiveGoods => &[A, BM, IM, P],
             Action::ReadGoodsReceived => &[A, BM, IM, P, AU],
-            // Taking more than was ordered commits the chain's money.
-            Action::AllowOverReceipt => &[A, BM],
+            // Taking more than was ordered, or paying an invoice that does
+            // not match, commits the chain's money.
+            Action::AllowOverReceipt | Action::ReleaseSupplierInvoices => &[A, BM],
             // Short-dated stock is a clinical and a commercial call.
             Action::AcceptShortDated => &[A, BM, P],
             // Pack sizes and GTINs are master data of the stock side.
@@ -268,6 +271,7 @@ impl Action {
             Action::QuarantineBatches => "quarantine, release or recall a batch",
             Action::ReadReorderSuggestions => "read reorder suggestions",
             Action::ManageSupplierInvoices => "record, list and pay supplier invoices",
+            Action::ReleaseSupplierInvoices => "release a supplier invoice on hold (not one's own)",
             Action::SubmitStockCount => "submit a stock count",
             Action::WriteOffStock => "write off stock (`POST /stock/write-offs`)",
             Action::ManageTransfers => "create, receive or cancel a transfer",

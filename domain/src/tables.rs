@@ -44,6 +44,8 @@ pub enum Table {
     Settings,
     StockCountLines,
     StockCounts,
+    SupplierInvoiceCharges,
+    SupplierInvoiceLines,
     Suppliers,
     SyncConflicts,
     TransferLines,

@@ -16,6 +16,7 @@ use domain::stock::Batch;
 use domain::suppliers::invoices::{
     self, InvoiceRequest, SupplierInvoice, SupplierPaymentReceipt, SupplierPaymentRequest,
 };
+use domain::suppliers::matching::{self, ReleaseRequest};
 use domain::{Action, Result};
 
 use actix_web::{get, post};
@@ -26,7 +27,8 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(reorder_suggestions)
         .service(list_invoices)
         .service(create_invoice)
-        .service(pay_invoice);
+        .service(pay_invoice)
+        .service(release_invoice);
 }
 
 /// Sets a batch's regulator status. Quarantined and recalled batches are
@@ -171,4 +173,28 @@ pub async fn pay_invoice(
     )
     .await?;
     Ok(HttpResponse::Created().json(receipt))
+}
+
+/// Releases a supplier invoice on hold so it can be paid as billed: a
+/// branch manager or admin other than its creator, with a reason (audited).
+#[utoipa::path(tag = "supplier-finance",
+    security(("bearer" = [])), params(("id" = String, Path, description = "Invoice id")),
+    request_body = ReleaseRequest,
+    responses((status = 200, body = SupplierInvoice),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not a branch manager or admin, or the invoice's creator", body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The invoice is not on hold", body = Problem, content_type = "application/problem+json")))]
+#[post("/supplier-finance/invoices/{id}/release")]
+pub async fn release_invoice(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+    Json(body): Json<ReleaseRequest>,
+) -> Result<HttpResponse> {
+    caller.require(Action::ReleaseSupplierInvoices)?;
+    let id = path_id(&id, "Supplier invoice")?;
+    let invoice = matching::release(&state.pool, &caller.acting(), id, body).await?;
+    Ok(HttpResponse::Ok().json(invoice))
 }

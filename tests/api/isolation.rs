@@ -949,6 +949,12 @@ fn role_rules() -> Vec<Rule> {
             RECEIVERS,
         ),
         rule(M::GET, "/goods-received", none(), RECEIPT_READERS),
+        rule(
+            M::POST,
+            "/supplier-finance/invoices/{rand}/release",
+            b(json!({"reason": "agreed"})),
+            MANAGERS,
+        ),
         rule(M::GET, "/goods-received/{rand}", none(), RECEIPT_READERS),
         rule(
             M::POST,

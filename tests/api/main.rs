@@ -31,6 +31,7 @@ mod fuzz_bodies;
 mod goods_received;
 mod group_writer;
 mod input_controls;
+mod invoice_matching;
 mod isolation;
 mod layers;
 mod limits;

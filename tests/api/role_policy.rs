@@ -344,6 +344,11 @@ fn probes(action: Action) -> Vec<Probe> {
                 b(json!({"amount": 1})),
             ),
         ],
+        Action::ReleaseSupplierInvoices => vec![probe(
+            M::POST,
+            "/supplier-finance/invoices/{rand}/release",
+            b(json!({"reason": "agreed"})),
+        )],
         Action::SubmitStockCount => vec![probe(
             M::POST,
             "/stockcount/submit",

@@ -12,8 +12,10 @@ use tokio_postgres::Row;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::buying::received::{Charge, ReceiptChargeRequest};
 use crate::db::{self, Pool};
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
+use crate::suppliers::matching::{self, InvoiceLineRequest, MatchedLine};
 use crate::{branches, input, wire, Acting, Registry};
 
 /// Invoice statuses, in the order an invoice moves through them.
@@ -66,6 +68,23 @@ pub struct SupplierInvoice {
     #[serde(serialize_with = "wire::ts")]
     #[schema(value_type = String)]
     pub updated_at: DateTime<Utc>,
+    /// `unmatched` (no lines), `matched`, `on_hold` (a line's price is off
+    /// beyond the tolerance, or it billed goods not yet received: no
+    /// payment until released) or `released`.
+    pub match_status: String,
+    /// The receipt lines billed, each with its difference from the receipt.
+    pub lines: Vec<MatchedLine>,
+    /// Charges billed beside the lines.
+    pub charges: Vec<Charge>,
+    #[serde(serialize_with = "wire::money_str")]
+    #[schema(value_type = String)]
+    pub charges_total: Decimal,
+    #[schema(value_type = Option<String>)]
+    pub released_by: Option<Uuid>,
+    #[serde(serialize_with = "wire::ts_opt")]
+    #[schema(value_type = Option<String>)]
+    pub released_at: Option<DateTime<Utc>>,
+    pub release_reason: Option<String>,
 }
 
 impl SupplierInvoice {
@@ -88,8 +107,38 @@ impl SupplierInvoice {
             created_by: r.get("created_by"),
             created_at: r.get("created_at"),
             updated_at: r.get("updated_at"),
+            match_status: r.get("match_status"),
+            lines: Vec::new(),
+            charges: Vec::new(),
+            charges_total: r.get("charges_total"),
+            released_by: r.get("released_by"),
+            released_at: r.get("released_at"),
+            release_reason: r.get("release_reason"),
         }
     }
+}
+
+/// Fills the billed lines and charges of `invoices` (two statements).
+async fn with_lines<C: GenericClient + Sync>(
+    c: &C,
+    mut invoices: Vec<SupplierInvoice>,
+) -> Result<Vec<SupplierInvoice>> {
+    let ids: Vec<Uuid> = invoices
+        .iter()
+        .filter(|i| i.match_status != "unmatched")
+        .map(|i| i.id)
+        .collect();
+    if ids.is_empty() {
+        return Ok(invoices);
+    }
+    let mut billed = matching::lines_of(c, &ids).await?;
+    for i in &mut invoices {
+        if let Some((lines, charges)) = billed.remove(&i.id) {
+            i.lines = lines;
+            i.charges = charges;
+        }
+    }
+    Ok(invoices)
 }
 
 /// One invoice, whatever its branch (callers check visibility).
@@ -100,9 +149,12 @@ pub async fn get<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<Supp
            FROM supplier_invoices i JOIN suppliers s ON s.id = i.supplier_id
            WHERE i.id = {id}"#
     );
-    Ok(db::raw_opt(c, &q.sql, q.values)
+    let found: Vec<SupplierInvoice> = db::raw_opt(c, &q.sql, q.values)
         .await?
-        .map(|r| SupplierInvoice::from_row(&r)))
+        .map(|r| SupplierInvoice::from_row(&r))
+        .into_iter()
+        .collect();
+    Ok(with_lines(c, found).await?.pop())
 }
 
 /// A checked invoice to record.
@@ -177,7 +229,7 @@ pub async fn list<C: GenericClient + Sync>(c: &C, f: ListFilter) -> Result<Vec<S
            LIMIT {LIST_LIMIT}"#
     );
     let rows = db::raw_all(c, &q.sql, q.values).await?;
-    Ok(rows.iter().map(SupplierInvoice::from_row).collect())
+    with_lines(c, rows.iter().map(SupplierInvoice::from_row).collect()).await
 }
 
 /// A payment row as answered.
@@ -265,6 +317,7 @@ impl actors::runtime::Command for PaySupplierInvoice {
                    updated_at = now()
                WHERE id = {invoice_id}::uuid
                  AND paid_amount + {amount}::numeric <= total_amount
+                 AND match_status <> 'on_hold'
                RETURNING id"#
         );
         if db::raw_opt(&tx, &update.sql, update.values)
@@ -303,6 +356,18 @@ async fn refusal<C: GenericClient + Sync>(tx: &C, invoice_id: Uuid, amount: Deci
         Ok(None) => return Error::not_found("Supplier invoice not found"),
         Err(e) => return e,
     };
+    if invoice.match_status == "on_hold" {
+        return Error::coded(
+            Code::InvoiceOnHold,
+            None,
+            format!(
+                "Invoice {} is on hold: its lines do not match what was received. A branch \
+                 manager or admin releases it (`POST /supplier-finance/invoices/{}/release`).",
+                label(&invoice),
+                invoice.id
+            ),
+        );
+    }
     if invoice.status == "paid" {
         return Error::conflict(format!(
             "Invoice {} is already paid in full ({}).",
@@ -344,6 +409,12 @@ pub struct InvoiceRequest {
     #[schema(example = "2026-12-31")]
     pub due_date: Option<String>,
     pub notes: Option<String>,
+    /// The goods received lines billed (three-way match); without them the
+    /// invoice is `unmatched`. With them, `total_amount` must equal Σ
+    /// quantity × unit cost + Σ charges.
+    pub lines: Option<Vec<InvoiceLineRequest>>,
+    /// Charges billed beside the lines (freight, insurance, clearing, other).
+    pub charges: Option<Vec<ReceiptChargeRequest>>,
 }
 
 /// Records a supplier invoice as `unpaid` for `acting`, on its own branch
@@ -369,9 +440,24 @@ pub async fn record(pool: &Pool, acting: &Acting, body: InvoiceRequest) -> Resul
         input::max::LABEL,
     )?;
     let notes = input::multiline("notes", body.notes.as_deref().unwrap_or(""), MAX_NOTES)?;
-    let client = pool.get().await?;
+    let billing = match body.lines {
+        Some(lines) => Some(matching::billing(
+            lines,
+            body.charges.unwrap_or_default(),
+            total_amount,
+        )?),
+        None if body.charges.as_ref().is_some_and(|c| !c.is_empty()) => {
+            return Err(Error::validation(
+                "charges",
+                "`charges` are billed beside `lines`; an invoice without lines has none.",
+            ))
+        }
+        None => None,
+    };
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
     if body.branch_id.is_some() {
-        branches::named(&client, branch_id).await?;
+        branches::named(&tx, branch_id).await?;
     }
     let new = NewInvoice {
         supplier_id,
@@ -382,9 +468,23 @@ pub async fn record(pool: &Pool, acting: &Acting, body: InvoiceRequest) -> Resul
         notes,
         created_by: acting.user_id,
     };
-    let invoice = insert(&client, new)
+    let invoice = insert(&tx, new)
         .await?
         .ok_or_else(|| Error::validation("supplier_id", "`supplier_id` names no supplier."))?;
+    let Some(billing) = billing else {
+        tx.commit().await?;
+        return Ok(invoice);
+    };
+    let parties = matching::Invoice {
+        id: invoice.id,
+        supplier_id,
+        branch_id,
+    };
+    matching::bill(&tx, &parties, &billing).await?;
+    let invoice = get(&tx, invoice.id)
+        .await?
+        .ok_or_else(|| Error::internal("the invoice just billed vanished"))?;
+    tx.commit().await?;
     Ok(invoice)
 }
 

@@ -3,6 +3,7 @@
 
 pub mod committed;
 pub mod invoices;
+pub mod matching;
 
 use crate::tables::Table;
 use chrono::{DateTime, Utc};

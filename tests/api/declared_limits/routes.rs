@@ -365,9 +365,14 @@ impl Route {
                     digest("batches", &id),
                 )
             }
+            // A matched invoice: one unit of the world's receipt (bought at
+            // 100.00) and a freight charge.
             Route::Invoice => ok(
                 "/supplier-finance/invoices".into(),
-                json!({"supplier_id": w.supplier, "total_amount": 100}),
+                json!({"supplier_id": w.receipt_supplier, "total_amount": "101.00",
+                       "lines": [{"goods_received_line_id": w.receipt_line, "quantity": 1,
+                                  "unit_cost": "100.00"}],
+                       "charges": [{"kind": "freight", "amount": 1}]}),
                 count("supplier_invoices"),
             ),
             Route::SupplierPayment => {

@@ -24,6 +24,10 @@ pub struct World {
     pub barcode: String,
     pub batch: String,
     pub supplier: Uuid,
+    /// The receipt line of `batch` (its one-line goods received note) and
+    /// that receipt's supplier: what an invoice's lines bill.
+    pub receipt_line: Uuid,
+    pub receipt_supplier: Uuid,
     /// A customer allowed credit, with a balance large enough to pay off
     /// and refund against for the whole run.
     pub debtor: String,
@@ -62,6 +66,15 @@ impl World {
         let supplier = app.supplier("Limits Supplier").await;
         let debtor = Uuid::now_v7();
         let client = app.pool.get().await.unwrap();
+        let batch_id: Uuid = text(&received["id"]).parse().unwrap();
+        let receipt = client
+            .query_one(
+                "SELECT l.id, n.supplier_id FROM goods_received_lines l
+                 JOIN goods_received_notes n ON n.id = l.note_id WHERE l.batch_id = $1",
+                &[&batch_id],
+            )
+            .await
+            .unwrap();
         client
             .execute(
                 "INSERT INTO customers (id, name, is_credit_allowed, credit_limit)
@@ -80,6 +93,8 @@ impl World {
             barcode,
             batch: text(&received["id"]),
             supplier,
+            receipt_line: receipt.get(0),
+            receipt_supplier: receipt.get(1),
             debtor: debtor.to_string(),
             app,
             tags: AtomicUsize::new(0),

@@ -148,12 +148,15 @@ async fn receive_on_orders<C: GenericClient + Sync>(
     note: &GoodsReceivedNote,
     options: PostOptions,
 ) -> Result<()> {
-    let mut moved: HashMap<Uuid, (i32, i32)> = HashMap::new();
+    // Received, rejected, and billed already (an invoice may bill a note
+    // before it is posted; the order line learns it now).
+    let mut moved: HashMap<Uuid, (i32, i32, i32)> = HashMap::new();
     for l in &note.lines {
         if let Some(id) = l.purchase_order_line_id {
             let m = moved.entry(id).or_default();
             m.0 += l.quantity_received;
             m.1 += l.quantity_rejected;
+            m.2 += l.quantity_invoiced;
         }
     }
     if moved.is_empty() {
@@ -193,15 +196,17 @@ async fn receive_on_orders<C: GenericClient + Sync>(
     let ids: Vec<Uuid> = moved.keys().copied().collect();
     let received: Vec<i32> = ids.iter().map(|id| moved[id].0).collect();
     let rejected: Vec<i32> = ids.iter().map(|id| moved[id].1).collect();
+    let billed: Vec<i32> = ids.iter().map(|id| moved[id].2).collect();
     let update = sea_query::raw_query!(
         PostgresQueryBuilder,
         r#"UPDATE purchase_order_lines l
               SET quantity_received = l.quantity_received + v.received,
                   quantity_rejected = l.quantity_rejected + v.rejected,
+                  quantity_invoiced = l.quantity_invoiced + v.billed,
                   over_received = l.over_received
                                   OR l.quantity_received + v.received > l.quantity_ordered
-             FROM unnest({ids}::uuid[], {received}::int[], {rejected}::int[])
-                  AS v(id, received, rejected)
+             FROM unnest({ids}::uuid[], {received}::int[], {rejected}::int[], {billed}::int[])
+                  AS v(id, received, rejected, billed)
             WHERE l.id = v.id"#
     );
     db::raw_all(tx, &update.sql, update.values).await?;

@@ -225,7 +225,8 @@ impl ReceivedLineRequest {
 }
 
 impl ReceiptChargeRequest {
-    fn validate(self, i: usize) -> Result<(String, Decimal)> {
+    /// Checks the `i`th charge (400 naming `charges[i].kind` or `.amount`).
+    pub fn validate(self, i: usize) -> Result<(String, Decimal)> {
         let kind = self.kind.trim().to_lowercase();
         if !CHARGE_KINDS.contains(&kind.as_str()) {
             return Err(Error::validation(

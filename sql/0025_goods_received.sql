@@ -90,6 +90,9 @@ CREATE TABLE goods_received_lines (
         quantity_invoiced <= quantity_received)
 );
 CREATE INDEX goods_received_lines_note_idx ON goods_received_lines (note_id, line_no);
+-- The purchases report tells batches with a note from those without.
+CREATE INDEX goods_received_lines_batch_idx ON goods_received_lines (batch_id)
+    WHERE batch_id IS NOT NULL;
 CREATE INDEX goods_received_lines_order_line_idx ON goods_received_lines (purchase_order_line_id)
     WHERE purchase_order_line_id IS NOT NULL;
 

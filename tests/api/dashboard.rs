@@ -48,6 +48,16 @@ pub async fn backdate(app: &TestApp, table: &str, id: &Value, days_ago: i32, hou
     };
     let n = client.execute(sql, &[&id, &days_ago, &hour]).await.unwrap();
     assert_eq!(n, 1);
+    // A purchased batch's goods received note was posted when it arrived.
+    client
+        .execute(
+            "UPDATE goods_received_notes n SET posted_at = b.created_at, created_at = b.created_at \
+             FROM goods_received_lines l, batches b \
+             WHERE l.note_id = n.id AND l.batch_id = $1 AND b.id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
 }
 
 /// Turns VAT on at 18 % (PUT /settings is someone else's route).

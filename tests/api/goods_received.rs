@@ -190,6 +190,14 @@ async fn charges_are_spread_by_line_value_and_batches_cost_their_landed_cost() {
     let (status, v) = d.app.get("/reports/stock-valuation", &d.admin).await;
     assert_eq!(status, StatusCode::OK, "{v}");
     assert_eq!(v["total_value"], "510.01");
+    // The purchases report counts the posted note at landed cost, with the
+    // charges shown apart.
+    let (status, r) = d.app.get("/reports/purchases", &d.admin).await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    assert_eq!(r["totals"]["spend"], 510.01, "{r}");
+    assert_eq!(r["totals"]["charges"], 10.01, "{r}");
+    assert_eq!(r["totals"]["batch_count"], 2, "{r}");
+    assert_eq!(r["by_supplier"][0]["charges"], 10.01, "{r}");
     d.app.assert_invariants().await;
 
     // A second post is a conflict and changes nothing.

@@ -1,6 +1,10 @@
-//! The purchases report: spend by supplier and by medicine over batches
-//! received in the window. Spend is what each batch cost as received, to
-//! the cent (`received_total`), not units × the 4-place unit cost.
+//! The purchases report: spend by supplier and by medicine over what was
+//! received in the window. A receipt is a line of a posted goods received
+//! note (counted when the note was posted, at its landed cost: the goods
+//! and their share of the note's charges, which the report also shows
+//! apart), or a purchased batch without a note (loaded before notes
+//! existed, or by a bulk loader), counted when it was created at what it
+//! cost as received (`received_total`).
 
 use chrono::NaiveDate;
 use deadpool_postgres::GenericClient;
@@ -16,11 +20,14 @@ use crate::{db, wire, Result};
 pub struct PurchaseTotals {
     pub batch_count: i64,
     pub units: i64,
-    /// Σ what the batches cost as received (`received_total`; for batches
-    /// from before receiving by pack, qty_received × unit_cost).
+    /// Σ what the receipts cost landed (goods and charges).
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub spend: Decimal,
+    /// The part of `spend` that was charges (freight, insurance, ...).
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub charges: Decimal,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -34,6 +41,10 @@ pub struct SupplierSpend {
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub spend: Decimal,
+    /// The part of `spend` that was charges.
+    #[serde(serialize_with = "wire::money_num")]
+    #[schema(value_type = f64)]
+    pub charges: Decimal,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -69,14 +80,27 @@ pub async fn purchases<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Result<
     let (start, end, branch) = (s.window.start, s.window.end, s.branch);
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"SELECT grouping(b.supplier_id), b.supplier_id, max(sp.name), count(*)::bigint,
-                  coalesce(sum(b.qty_received), 0)::bigint,
-                  coalesce(sum(coalesce(b.received_total, b.qty_received * b.unit_cost)), 0)
-           FROM batches b LEFT JOIN suppliers sp ON sp.id = b.supplier_id
-           WHERE b.origin = 'purchase' AND NOT b.is_deleted
-             AND b.created_at >= {start} AND b.created_at < {end}
-             AND ({branch}::uuid IS NULL OR b.branch_id = {branch})
-           GROUP BY GROUPING SETS ((b.supplier_id), ())
+        r#"WITH receipts AS (
+             SELECT n.supplier_id, l.quantity_received AS units, l.landed_total AS spend,
+                    l.charge_share AS charges
+               FROM goods_received_notes n
+               JOIN goods_received_lines l ON l.note_id = n.id
+               JOIN batches b ON b.id = l.batch_id AND NOT b.is_deleted
+              WHERE n.status = 'posted' AND n.posted_at >= {start} AND n.posted_at < {end}
+                AND ({branch}::uuid IS NULL OR n.branch_id = {branch})
+             UNION ALL
+             SELECT b.supplier_id, b.qty_received,
+                    coalesce(b.received_total, b.qty_received * b.unit_cost), 0
+               FROM batches b
+              WHERE b.origin = 'purchase' AND NOT b.is_deleted
+                AND b.created_at >= {start} AND b.created_at < {end}
+                AND ({branch}::uuid IS NULL OR b.branch_id = {branch})
+                AND NOT EXISTS (SELECT 1 FROM goods_received_lines l WHERE l.batch_id = b.id))
+           SELECT grouping(r.supplier_id), r.supplier_id, max(sp.name), count(*)::bigint,
+                  coalesce(sum(r.units), 0)::bigint, coalesce(sum(r.spend), 0),
+                  coalesce(sum(r.charges), 0)
+           FROM receipts r LEFT JOIN suppliers sp ON sp.id = r.supplier_id
+           GROUP BY GROUPING SETS ((r.supplier_id), ())
            ORDER BY 1 DESC, 6 DESC, 3, 2"#
     );
     let rows = db::raw_all(c, &q.sql, q.values).await?;
@@ -84,6 +108,7 @@ pub async fn purchases<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Result<
         batch_count: 0,
         units: 0,
         spend: Decimal::ZERO,
+        charges: Decimal::ZERO,
     };
     let mut by_supplier = Vec::new();
     for r in &rows {
@@ -92,6 +117,7 @@ pub async fn purchases<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Result<
                 batch_count: r.get(3),
                 units: r.get(4),
                 spend: r.get(5),
+                charges: r.get(6),
             };
             continue;
         }
@@ -101,6 +127,7 @@ pub async fn purchases<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Result<
             batch_count: r.get(3),
             units: r.get(4),
             spend: r.get(5),
+            charges: r.get(6),
         });
     }
     Ok(PurchasesReport {
@@ -121,12 +148,25 @@ pub(super) async fn purchases_by_medicine<C: GenericClient + Sync>(
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
         r#"SELECT x.medicine_id, m.name, x.n, x.units, x.spend
-           FROM (SELECT medicine_id, count(*)::bigint AS n, sum(qty_received)::bigint AS units,
-                        sum(coalesce(received_total, qty_received * unit_cost)) AS spend
-                 FROM batches
-                 WHERE origin = 'purchase' AND NOT is_deleted
-                   AND created_at >= {start} AND created_at < {end}
-                   AND ({branch}::uuid IS NULL OR branch_id = {branch})
+           FROM (SELECT medicine_id, count(*)::bigint AS n, sum(units)::bigint AS units,
+                        sum(spend) AS spend
+                 FROM (SELECT l.medicine_id, l.quantity_received AS units,
+                              l.landed_total AS spend
+                         FROM goods_received_notes n
+                         JOIN goods_received_lines l ON l.note_id = n.id
+                         JOIN batches b ON b.id = l.batch_id AND NOT b.is_deleted
+                        WHERE n.status = 'posted' AND n.posted_at >= {start}
+                          AND n.posted_at < {end}
+                          AND ({branch}::uuid IS NULL OR n.branch_id = {branch})
+                       UNION ALL
+                       SELECT b.medicine_id, b.qty_received,
+                              coalesce(b.received_total, b.qty_received * b.unit_cost)
+                         FROM batches b
+                        WHERE b.origin = 'purchase' AND NOT b.is_deleted
+                          AND b.created_at >= {start} AND b.created_at < {end}
+                          AND ({branch}::uuid IS NULL OR b.branch_id = {branch})
+                          AND NOT EXISTS (SELECT 1 FROM goods_received_lines l
+                                           WHERE l.batch_id = b.id)) receipts
                  GROUP BY medicine_id) x
            JOIN medicines m ON m.id = x.medicine_id
            ORDER BY x.spend DESC, m.name, x.medicine_id

@@ -540,3 +540,42 @@ async fn a_delivery_of_a_batch_already_held_at_the_same_cost_adds_to_it() {
     );
     d.app.assert_invariants().await;
 }
+
+#[tokio::test]
+async fn the_invariant_checks_see_buying_books_out_of_step() {
+    let d = Dock::open().await;
+    let lines = d.order(d.supplier, "sent", &[(&d.medicine, 10)]).await;
+    let mut line = d.line(&d.medicine, "AMX-9", 10, "2.00");
+    line["purchase_order_line_id"] = json!(lines[0]);
+    let body = json!({"supplier_id": d.supplier, "delivery_reference": "DN", "lines": [line]});
+    let (_, note) = d.draft(&d.clerk, body).await;
+    let (status, _) = d.post(&d.clerk, &note["id"], json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    d.app.assert_invariants().await;
+    let client = d.app.pool.get().await.unwrap();
+    // Received beyond the order without an allowed over-receipt, and out
+    // of step with the note; then a receipt line billed without invoices.
+    client
+        .execute(
+            "ALTER TABLE purchase_order_lines DROP CONSTRAINT purchase_order_lines_received_within_ordered",
+            &[],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "UPDATE purchase_order_lines SET quantity_received = 12",
+            &[],
+        )
+        .await
+        .unwrap();
+    client
+        .execute("UPDATE goods_received_lines SET quantity_invoiced = 3", &[])
+        .await
+        .unwrap();
+    let broken = domain::stock::invariant_violations(&client).await.unwrap();
+    let text = broken.join("\n");
+    assert!(text.contains("without an allowed over-receipt"), "{text}");
+    assert!(text.contains("its posted notes say 10"), "{text}");
+    assert!(text.contains("its invoices bill 0"), "{text}");
+}

@@ -563,5 +563,7 @@ pub async fn invariant_violations<C: GenericClient + Sync>(c: &C) -> Result<Vec<
                  AND p.outcome = 'accepted')"#
     );
     let rows = db::raw_all(c, &q.sql, q.values).await?;
-    Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+    let mut broken: Vec<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
+    broken.extend(crate::buying::invariant_violations(c).await?);
+    Ok(broken)
 }

@@ -218,6 +218,25 @@ async fn margins_are_net_of_vat_and_credit_notes_less_restocked_cost() {
     assert_eq!(row(&m, "Vitamin C")["cost_of_goods_sold"], "60.00");
     assert_eq!(m["totals"]["cost_of_goods_sold"], "180.00");
 
+    // The sales report's top sellers agree with the margins, medicine by
+    // medicine, on the same window.
+    let (status, sales) = b.app.get("/reports/sales", &b.admin).await;
+    assert_eq!(status, StatusCode::OK, "{sales}");
+    for top in sales["top_selling"].as_array().unwrap() {
+        let name = top["name"].as_str().unwrap();
+        let margins = row(&m, name);
+        let as_num = |v: &Value| -> f64 { v.as_str().unwrap().parse().unwrap() };
+        assert!(
+            (top["gross_profit"].as_f64().unwrap() - as_num(&margins["gross_margin"])).abs()
+                < 0.005,
+            "{name}: {top} vs {margins}"
+        );
+        assert!(
+            (top["cost"].as_f64().unwrap() - as_num(&margins["cost_of_goods_sold"])).abs() < 0.005
+        );
+        assert_eq!(top["margin_pct"], margins["margin_pct"], "{name}");
+    }
+
     // By day: one row, today's.
     let (_, by_day) = b.app.get("/reports/margins?group_by=day", &b.admin).await;
     let days = by_day["items"].as_array().unwrap();

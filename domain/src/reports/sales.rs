@@ -8,7 +8,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::{decimal_num, first, Scope, RECENT_SALES, TOP_SELLING};
+use super::{decimal_num, first, ratio_pct, Scope, RECENT_SALES, TOP_SELLING};
 use crate::{db, wire, Result};
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -81,15 +81,18 @@ pub struct TopMedicine {
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub revenue: Decimal,
-    /// Σ quantity × cost_at_sale.
+    /// The cost of goods sold, as the margins report counts it: Σ quantity
+    /// × cost_at_sale, less the cost of units returns put back on the shelf.
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub cost: Decimal,
-    /// revenue − cost.
+    /// The margins report's gross margin: revenue net of VAT (and of the
+    /// window's credit notes) − cost. Without VAT, revenue − cost.
     #[serde(serialize_with = "wire::money_num")]
     #[schema(value_type = f64)]
     pub gross_profit: Decimal,
-    /// gross_profit / revenue in percent, one decimal; 0 for zero revenue.
+    /// gross_profit / revenue net of VAT in percent, one decimal (the
+    /// margins report's `margin_pct`); 0 for zero revenue.
     #[serde(serialize_with = "decimal_num")]
     #[schema(value_type = f64)]
     pub margin_pct: Decimal,
@@ -260,19 +263,20 @@ pub(super) async fn top_selling<C: GenericClient + Sync>(
     let (start, end, branch, limit) = (s.window.start, s.window.end, s.branch, TOP_SELLING);
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"SELECT x.medicine_id, m.name, x.quantity, x.revenue, x.cost, x.revenue - x.cost,
-                  CASE WHEN x.revenue = 0 THEN 0
-                       ELSE round(100 * (x.revenue - x.cost) / x.revenue, 1) END
+        r#"SELECT x.medicine_id, m.name, x.quantity, x.revenue, round(x.cost, 2),
+                  round(x.net, 2), round(x.net, 2) - round(x.cost, 2)
            FROM (SELECT medicine_id, sum(quantity)::bigint AS quantity,
-                        sum(revenue) AS revenue, sum(cost) AS cost
+                        sum(revenue) AS revenue, sum(net) AS net, sum(cost) AS cost
                  FROM (SELECT medicine_id, quantity, line_total AS revenue,
-                              quantity * cost_at_sale AS cost
+                              line_total - vat_amount AS net, quantity * cost_at_sale AS cost
                        FROM sale_items
                        WHERE sold_at >= {start} AND sold_at < {end}
                          AND ({branch}::uuid IS NULL OR branch_id = {branch})
                        UNION ALL
                        SELECT ri.medicine_id, -ri.quantity, -ri.line_total,
-                              -ri.quantity * i.cost_at_sale
+                              -(ri.line_total - ri.vat_amount),
+                              CASE WHEN ri.restocked THEN -ri.quantity * i.cost_at_sale
+                                   ELSE 0 END
                        FROM sale_returns r
                        JOIN sale_return_items ri ON ri.return_id = r.id
                        JOIN sale_items i ON i.id = ri.sale_item_id
@@ -292,8 +296,8 @@ pub(super) async fn top_selling<C: GenericClient + Sync>(
             quantity: r.get(2),
             revenue: r.get(3),
             cost: r.get(4),
-            gross_profit: r.get(5),
-            margin_pct: r.get(6),
+            gross_profit: r.get(6),
+            margin_pct: ratio_pct(r.get(6), r.get(5)),
         })
         .collect())
 }

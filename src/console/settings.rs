@@ -70,6 +70,10 @@ pub struct SettingsForm {
     pub tax_rate: String,
     #[serde(default)]
     pub time_zone: String,
+    #[serde(default)]
+    pub min_shelf_life_days: String,
+    #[serde(default)]
+    pub invoice_price_tolerance_percent: String,
 }
 
 fn on(flag: Option<bool>) -> Option<String> {
@@ -105,6 +109,11 @@ impl SettingsForm {
             tax_enabled: on(Some(s.tax_enabled)),
             tax_rate: s.tax_rate.normalize().to_string(),
             time_zone: s.time_zone.clone(),
+            min_shelf_life_days: s.min_shelf_life_days.to_string(),
+            invoice_price_tolerance_percent: s
+                .invoice_price_tolerance_percent
+                .normalize()
+                .to_string(),
         }
     }
 
@@ -152,9 +161,20 @@ impl SettingsForm {
             tax_enabled: Some(flag(&self.tax_enabled)),
             tax_rate: Some(tax_rate),
             time_zone: Some(self.time_zone.clone()),
-            // The buying rules' settings are not on this form yet: unchanged.
-            min_shelf_life_days: None,
-            invoice_price_tolerance_percent: None,
+            // Blank leaves a buying rule as it is.
+            min_shelf_life_days: match self.min_shelf_life_days.trim() {
+                "" => None,
+                v => whole("min_shelf_life_days", v)?,
+            },
+            invoice_price_tolerance_percent: match self.invoice_price_tolerance_percent.trim() {
+                "" => None,
+                v => Some(Decimal::from_str(v).map_err(|_| {
+                    Error::validation(
+                        "invoice_price_tolerance_percent",
+                        "invoice_price_tolerance_percent must be a percent such as 2.",
+                    )
+                })?),
+            },
         })
     }
 }

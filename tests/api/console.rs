@@ -1060,6 +1060,8 @@ async fn a_refused_setting_is_named_beside_its_field_and_nothing_is_saved() {
         "default_copies",
         "tax_rate",
         "time_zone",
+        "min_shelf_life_days",
+        "invoice_price_tolerance_percent",
     ] {
         let marker = format!(r#"name="{name}" value=""#);
         let at = html.find(&marker).unwrap_or_else(|| panic!("{name}")) + marker.len();
@@ -1099,6 +1101,12 @@ async fn a_refused_setting_is_named_beside_its_field_and_nothing_is_saved() {
     let (status, html, _) = post(with("time_zone", "Mars/Olympus")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(html.contains(r#"id="time_zone-error""#), "{html}");
+    let (status, html, _) = post(with("invoice_price_tolerance_percent", "101")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        html.contains(r#"id="invoice_price_tolerance_percent-error""#),
+        "{html}"
+    );
     let (_, settings) = app
         .get("/settings", &app.signed_in(a, Role::Cashier).await.1)
         .await;
@@ -1109,6 +1117,12 @@ async fn a_refused_setting_is_named_beside_its_field_and_nothing_is_saved() {
         .get("/settings", &app.signed_in(a, Role::Cashier).await.1)
         .await;
     assert_eq!(settings["tax_rate"], json!(0.16));
+    let (status, _, _) = post(with("min_shelf_life_days", "30")).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let (_, settings) = app
+        .get("/settings", &app.signed_in(a, Role::Cashier).await.1)
+        .await;
+    assert_eq!(settings["min_shelf_life_days"], json!(30));
     // Anyone reads them; only an admin has the form to change them.
     let (_, cashier) = Console::of(&app, a, Role::Cashier).await;
     let (status, html, _) = cashier.get("/console/settings").await;

@@ -14,13 +14,15 @@ use domain::buying::received::{
 use domain::error::Problem;
 use domain::{input, Action, Error, Result};
 
-use actix_web::{get, post};
+use actix_web::{delete, get, post, put};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(create)
         .service(list)
         .service(get)
+        .service(replace)
+        .service(discard)
         .service(post_note);
 }
 
@@ -48,6 +50,54 @@ pub async fn create(
     let note = body.validate(branch_id, caller.user_id)?;
     let made = received::create(&state.pool, note).await?;
     Ok(HttpResponse::Created().json(made))
+}
+
+/// Replaces a draft's supplier, order, reference, lines and charges
+/// (checked as on create), keeping its number. A posted note, or a draft an
+/// invoice already bills, is never edited (409).
+#[utoipa::path(tag = "buying", security(("bearer" = [])),
+    params(("id" = String, Path)),
+    request_body = GoodsReceivedRequest,
+    responses((status = 200, body = GoodsReceivedNote),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[put("/goods-received/{id}")]
+pub async fn replace(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+    Json(body): Json<GoodsReceivedRequest>,
+) -> Result<HttpResponse> {
+    caller.require(Action::ReceiveGoods)?;
+    let id = path_id(&id, "Goods received note")?;
+    let note = visible(&state, &caller, id).await?;
+    let new = body.validate(note.branch_id, caller.user_id)?;
+    Ok(HttpResponse::Ok().json(received::replace(&state.pool, id, new).await?))
+}
+
+/// Discards a draft (204). A posted note, or a draft an invoice already
+/// bills, stays (409).
+#[utoipa::path(tag = "buying", security(("bearer" = [])),
+    params(("id" = String, Path)),
+    responses((status = 204),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json")))]
+#[delete("/goods-received/{id}")]
+pub async fn discard(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<HttpResponse> {
+    caller.require(Action::ReceiveGoods)?;
+    let id = path_id(&id, "Goods received note")?;
+    let note = visible(&state, &caller, id).await?;
+    received::discard(&state.pool, id, note.branch_id).await?;
+    Ok(HttpResponse::NoContent().finish())
 }
 
 /// What a poster allows beyond the rules.

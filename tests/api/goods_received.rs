@@ -579,3 +579,75 @@ async fn the_invariant_checks_see_buying_books_out_of_step() {
     assert!(text.contains("its posted notes say 10"), "{text}");
     assert!(text.contains("its invoices bill 0"), "{text}");
 }
+
+#[tokio::test]
+async fn a_draft_is_edited_or_discarded_until_it_is_posted_or_billed() {
+    let d = Dock::open().await;
+    let body = json!({"supplier_id": d.supplier, "delivery_reference": "DN-1",
+                      "lines": [d.line(&d.medicine, "TYPO", 10, "2.00")]});
+    let (_, note) = d.draft(&d.clerk, body).await;
+    let path = format!("/goods-received/{}", note["id"].as_str().unwrap());
+    let fixed = json!({"supplier_id": d.supplier, "delivery_reference": "DN-1",
+                       "lines": [d.line(&d.medicine, "AMX-1", 12, "2.00")],
+                       "charges": [{"kind": "freight", "amount": 3}]});
+    let (status, edited) = d
+        .app
+        .call(
+            reqwest::Method::PUT,
+            &path,
+            Some(&d.clerk),
+            Some(fixed.clone()),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{edited}");
+    assert_eq!(edited["grn_number"], note["grn_number"]);
+    assert_eq!(edited["lines"][0]["batch_number"], "AMX-1");
+    assert_eq!(edited["total"], "27.00");
+    // A bad edit names its field and leaves the draft as it was.
+    let mut bad = fixed.clone();
+    bad["lines"][0]["quantity_received"] = json!(0);
+    let (status, p) = d
+        .app
+        .call(reqwest::Method::PUT, &path, Some(&d.clerk), Some(bad))
+        .await;
+    assert_problem(status, &p, StatusCode::BAD_REQUEST);
+    let (_, same) = d.app.get(&path, &d.clerk).await;
+    assert_eq!(same["lines"], edited["lines"]);
+    // Another branch sees nothing to edit.
+    let other = d.app.branch("EBB").await;
+    let (_, stranger) = d.app.signed_in(other, Role::InventoryManager).await;
+    let (status, p) = d
+        .app
+        .call(reqwest::Method::DELETE, &path, Some(&stranger), None)
+        .await;
+    assert_problem(status, &p, StatusCode::NOT_FOUND);
+    // Once posted, neither edit nor discard.
+    let (status, _) = d.post(&d.clerk, &note["id"], json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, p) = d
+        .app
+        .call(
+            reqwest::Method::PUT,
+            &path,
+            Some(&d.clerk),
+            Some(fixed.clone()),
+        )
+        .await;
+    assert_problem(status, &p, StatusCode::CONFLICT);
+    let (status, p) = d
+        .app
+        .call(reqwest::Method::DELETE, &path, Some(&d.clerk), None)
+        .await;
+    assert_problem(status, &p, StatusCode::CONFLICT);
+
+    // A draft no one bills is discarded.
+    let (_, other_note) = d.draft(&d.clerk, fixed).await;
+    let path = format!("/goods-received/{}", other_note["id"].as_str().unwrap());
+    let (status, _) = d
+        .app
+        .call(reqwest::Method::DELETE, &path, Some(&d.clerk), None)
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = d.app.get(&path, &d.clerk).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

@@ -957,6 +957,17 @@ fn role_rules() -> Vec<Rule> {
         ),
         rule(M::GET, "/goods-received/{rand}", none(), RECEIPT_READERS),
         rule(
+            M::PUT,
+            "/goods-received/{rand}",
+            b(
+                json!({"supplier_id": "{rand}", "delivery_reference": "D", "lines": [
+                {"medicine_id": "{medicine}", "batch_number": "B", "expiry_date": "2035-01-01",
+                 "quantity_received": 1, "unit_cost": 1}]}),
+            ),
+            RECEIVERS,
+        ),
+        rule(M::DELETE, "/goods-received/{rand}", none(), RECEIVERS),
+        rule(
             M::POST,
             "/purchases",
             b(

@@ -306,6 +306,16 @@ fn probes(action: Action) -> Vec<Probe> {
                 ),
             ),
             probe(M::POST, "/goods-received/{rand}/post", b(json!({}))),
+            probe(
+                M::PUT,
+                "/goods-received/{rand}",
+                b(
+                    json!({"supplier_id": "{rand}", "delivery_reference": "D", "lines": [
+                    {"medicine_id": "{medicine}", "batch_number": "B", "expiry_date": "2035-01-01",
+                     "quantity_received": 1, "unit_cost": 1}]}),
+                ),
+            ),
+            probe(M::DELETE, "/goods-received/{rand}", None),
         ],
         Action::ReadGoodsReceived => vec![
             probe(M::GET, "/goods-received", None),

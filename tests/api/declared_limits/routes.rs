@@ -49,6 +49,7 @@ pub enum Route {
     TemplateUpdate,
     Purchase,
     GoodsReceived,
+    GoodsReceivedUpdate,
     Sale,
     Return,
     Settings,
@@ -92,6 +93,7 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ),
     ("POST", "/purchases", Route::Purchase),
     ("POST", "/goods-received", Route::GoodsReceived),
+    ("PUT", "/goods-received/{id}", Route::GoodsReceivedUpdate),
     ("POST", "/sales", Route::Sale),
     ("POST", "/sales/{id}/returns", Route::Return),
     ("PUT", "/settings", Route::Settings),
@@ -129,6 +131,29 @@ fn count(table: &str) -> String {
 
 fn digest(table: &str, id: &str) -> String {
     format!("SELECT coalesce(string_agg(md5(t::text), ','), '') FROM {table} t WHERE id = '{id}'")
+}
+
+/// A delivery of the shared medicine: `n` lines or charges where `field`
+/// is that list at its bound, one otherwise.
+fn delivery(w: &World, field: &str, change: &Change, past: bool) -> Value {
+    let n = |list: &str| {
+        (field == list)
+            .then(|| wanted(change, past))
+            .flatten()
+            .unwrap_or(1)
+    };
+    let lines: Vec<Value> = (0..n("lines"))
+        .map(|i| {
+            json!({"medicine_id": w.medicine, "batch_number": format!("G-{i}"),
+                   "expiry_date": "2030-12-31", "quantity_received": 1,
+                   "quantity_rejected": 1, "rejection_reason": "torn", "unit_cost": 1})
+        })
+        .collect();
+    let charges: Vec<Value> = (0..n("charges"))
+        .map(|_| json!({"kind": "freight", "amount": 1}))
+        .collect();
+    json!({"supplier_id": w.supplier, "delivery_reference": w.tag(),
+           "lines": lines, "charges": charges})
 }
 
 /// `n` distinct elements for a list at its bound, unless `past` (a list
@@ -262,29 +287,18 @@ impl Route {
                        "expiry_date": "2030-12-31", "quantity": 1, "unit_cost": 1}),
                 count("batches"),
             ),
-            Route::GoodsReceived => {
-                let n = |list: &str| {
-                    (field == list)
-                        .then(|| wanted(change, past))
-                        .flatten()
-                        .unwrap_or(1)
-                };
-                let lines: Vec<Value> = (0..n("lines"))
-                    .map(|i| {
-                        json!({"medicine_id": w.medicine, "batch_number": format!("G-{i}"),
-                               "expiry_date": "2030-12-31", "quantity_received": 1,
-                               "quantity_rejected": 1, "rejection_reason": "torn",
-                               "unit_cost": 1})
-                    })
-                    .collect();
-                let charges: Vec<Value> = (0..n("charges"))
-                    .map(|_| json!({"kind": "freight", "amount": 1}))
-                    .collect();
+            Route::GoodsReceived => ok(
+                "/goods-received".into(),
+                delivery(w, field, change, past),
+                count("goods_received_notes"),
+            ),
+            Route::GoodsReceivedUpdate => {
+                let body = delivery(w, "", change, true);
+                let id = w.id("/goods-received", body).await;
                 ok(
-                    "/goods-received".into(),
-                    json!({"supplier_id": w.supplier, "delivery_reference": w.tag(),
-                           "lines": lines, "charges": charges}),
-                    count("goods_received_notes"),
+                    format!("/goods-received/{id}"),
+                    delivery(w, field, change, past),
+                    digest("goods_received_notes", &id),
                 )
             }
             Route::Sale => {

@@ -18,8 +18,8 @@
 //! lines by value (`landed`), so Σ batch value = Σ lines + Σ charges.
 //!
 //! Where things are: `request` (the body and its shape checks), `landed`
-//! (the spread of charges), `write` (drafting a note), `post` (posting
-//! it), `read` (one note and the list).
+//! (the spread of charges), `write` (drafting, replacing or discarding a
+//! draft), `post` (posting it), `read` (one note and the list).
 
 pub mod landed;
 mod post;
@@ -37,7 +37,7 @@ use crate::wire;
 pub use post::{PostNote, PostOptions};
 pub use read::{get, list, ListFilter};
 pub use request::{GoodsReceivedRequest, NewNote, ReceiptChargeRequest, ReceivedLineRequest};
-pub use write::{create, record_purchase, Purchase};
+pub use write::{create, discard, record_purchase, replace, Purchase};
 
 /// A goods received note as answered. Money as decimal strings.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

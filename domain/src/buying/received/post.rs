@@ -265,7 +265,8 @@ async fn lock_order_lines<C: GenericClient + Sync>(
 }
 
 /// Puts a line's accepted units into stock at its landed cost: onto this
-/// branch's batch of the same medicine, number, expiry, pack and cost when
+/// branch's batch of the same medicine, number, expiry, pack, supplier and
+/// cost (so the batch goes back to the supplier it came from) when
 /// there is one (a batch keeps one cost for ever, so a valuation of a past
 /// day never changes), or as a new batch. Answers the batch's id.
 async fn stock_line<C: GenericClient + Sync>(
@@ -283,7 +284,7 @@ async fn stock_line<C: GenericClient + Sync>(
         l.landed_unit_cost,
         l.pack_id,
     );
-    let (qty, total) = (l.quantity_received, l.landed_total);
+    let (qty, total, supplier_id) = (l.quantity_received, l.landed_total, note.supplier_id);
     let same = sea_query::raw_query!(
         PostgresQueryBuilder,
         r#"UPDATE batches b
@@ -294,6 +295,7 @@ async fn stock_line<C: GenericClient + Sync>(
                            WHERE branch_id = {branch_id} AND medicine_id = {medicine_id}
                              AND batch_number = {number} AND expiry_date = {expiry}
                              AND unit_cost = {cost} AND pack_id IS NOT DISTINCT FROM {pack}
+                             AND supplier_id = {supplier_id}
                              AND origin = 'purchase' AND NOT is_deleted
                            ORDER BY created_at, id LIMIT 1 FOR UPDATE)
             RETURNING b.id"#

@@ -308,6 +308,16 @@ async fn insert<C: GenericClient + Sync>(
         ])
         .to_owned();
     db::execute(tx, &header).await?;
+    insert_body(tx, id, note, priced).await
+}
+
+/// Writes a note's lines and charges (one statement each).
+async fn insert_body<C: GenericClient + Sync>(
+    tx: &C,
+    id: Uuid,
+    note: &NewNote,
+    priced: &[Priced],
+) -> Result<()> {
     db::execute(tx, &lines_stmt(id, note, priced)).await?;
     if !note.charges.is_empty() {
         let mut charges = Query::insert()
@@ -325,6 +335,99 @@ async fn insert<C: GenericClient + Sync>(
         }
         db::execute(tx, &charges).await?;
     }
+    Ok(())
+}
+
+/// Replaces draft `id` (of `note.branch_id`) with `note`, keeping its
+/// number: 404 for a note of another branch, 409 for a posted note or a
+/// draft an invoice already bills.
+pub async fn replace(pool: &Pool, id: Uuid, note: NewNote) -> Result<GoodsReceivedNote> {
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    lock_unbilled_draft(&tx, id, note.branch_id).await?;
+    check_parties(&tx, &note).await?;
+    let units = pack_units(&tx, &note.lines).await?;
+    check_order_lines(&tx, &note).await?;
+    let priced = price(&note, &units)?;
+    clear_body(&tx, id).await?;
+    let lines_total: Decimal = priced.iter().map(|p| p.line_value).sum();
+    let charges_total: Decimal = note.charges.iter().map(|(_, a)| *a).sum();
+    let total = lines_total + charges_total;
+    let (supplier_id, order_id, reference) = (
+        note.supplier_id,
+        note.purchase_order_id,
+        note.delivery_reference.clone(),
+    );
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"UPDATE goods_received_notes
+              SET supplier_id = {supplier_id}, purchase_order_id = {order_id},
+                  delivery_reference = {reference}, lines_total = {lines_total},
+                  charges_total = {charges_total}, total = {total}, updated_at = now()
+            WHERE id = {id}"#
+    );
+    db::raw_all(&tx, &q.sql, q.values).await?;
+    insert_body(&tx, id, &note, &priced).await?;
+    let answer = read::get(&tx, id)
+        .await?
+        .ok_or_else(|| Error::internal("the note just replaced vanished"))?;
+    tx.commit().await?;
+    Ok(answer)
+}
+
+/// Discards draft `id` of `branch_id` (404 / 409 as [`replace`]).
+pub async fn discard(pool: &Pool, id: Uuid, branch_id: Uuid) -> Result<()> {
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    lock_unbilled_draft(&tx, id, branch_id).await?;
+    clear_body(&tx, id).await?;
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"DELETE FROM goods_received_notes WHERE id = {id}"#
+    );
+    db::raw_all(&tx, &q.sql, q.values).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Locks a draft of `branch_id` that no invoice bills yet.
+async fn lock_unbilled_draft<C: GenericClient + Sync>(
+    tx: &C,
+    id: Uuid,
+    branch_id: Uuid,
+) -> Result<()> {
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT n.status,
+                  EXISTS (SELECT 1 FROM goods_received_lines l
+                           WHERE l.note_id = n.id AND l.quantity_invoiced > 0)
+             FROM goods_received_notes n
+            WHERE n.id = {id} AND n.branch_id = {branch_id} FOR UPDATE"#
+    );
+    let row = db::raw_opt(tx, &q.sql, q.values)
+        .await?
+        .ok_or_else(|| Error::not_found("Goods received note not found"))?;
+    let (status, billed): (String, bool) = (row.get(0), row.get(1));
+    if status != "draft" {
+        return Err(Error::conflict(format!(
+            "This note is {status}; a posted note is never edited or discarded."
+        )));
+    }
+    if billed {
+        return Err(Error::conflict(
+            "A supplier invoice already bills this draft; it is posted as it is.",
+        ));
+    }
+    Ok(())
+}
+
+async fn clear_body<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<()> {
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"WITH charges AS (DELETE FROM goods_received_charges WHERE note_id = {id})
+           DELETE FROM goods_received_lines WHERE note_id = {id}"#
+    );
+    db::raw_all(tx, &q.sql, q.values).await?;
     Ok(())
 }
 

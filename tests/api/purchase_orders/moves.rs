@@ -244,3 +244,37 @@ async fn two_approvals_at_once_approve_once() {
         .await;
     assert_eq!(audited, 1);
 }
+
+#[tokio::test]
+async fn a_posted_delivery_moves_a_sent_order_and_close_ends_the_rest() {
+    let s = shop().await;
+    let order = s.create(&s.buyer, s.order()).await;
+    s.step_ok(&s.buyer, &order, "submit").await;
+    s.step_ok(&s.manager, &order, "approve").await;
+    s.step_ok(&s.buyer, &order, "send").await;
+    let line = &order["lines"][0];
+    let note = json!({"supplier_id": s.supplier, "purchase_order_id": order["id"],
+                      "delivery_reference": "DN-1",
+                      "lines": [{"purchase_order_line_id": line["id"],
+                                 "medicine_id": line["medicine_id"], "batch_number": "AMX-1",
+                                 "expiry_date": "2035-01-01", "quantity_received": 30,
+                                 "unit_cost": "450.00"}]});
+    let (status, note) = s.app.post("/goods-received", &s.buyer, note).await;
+    assert_eq!(status, StatusCode::CREATED, "{note}");
+    let path = format!("/goods-received/{}/post", text(&note["id"]));
+    let (status, posted) = s.app.post(&path, &s.buyer, json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{posted}");
+    let order_path = format!("/purchase-orders/{}", text(&order["id"]));
+    let (_, partly) = s.app.get(&order_path, &s.buyer).await;
+    assert_eq!(partly["status"], "partially_received");
+    assert_eq!(partly["lines"][0]["quantity_received"], 30);
+    assert_eq!(partly["lines"][0]["outstanding"], 70);
+    // Goods came: it no longer cancels, it closes.
+    let (status, body) = s.step(&s.buyer, &order, "cancel").await;
+    refused(status, &body, StatusCode::CONFLICT, None);
+    let closed = s.step_ok(&s.manager, &order, "close").await;
+    assert_eq!(closed["status"], "closed");
+    assert_eq!(closed["lines"][0]["outstanding"], 0);
+    assert_eq!(closed["lines"][1]["outstanding"], 0);
+    s.app.assert_invariants().await;
+}

@@ -96,26 +96,21 @@ impl Shop {
         )
     }
 
-    /// Goods received against the order's first line, as a posted note
-    /// would leave them.
+    /// Goods received against the order's first line: a goods received
+    /// note drafted and posted.
     pub async fn receive_first_line(&self, order: &Value, received: i32) {
-        let client = self.app.pool.get().await.unwrap();
-        let id: Uuid = text(&order["id"]).parse().unwrap();
-        client
-            .execute(
-                "UPDATE purchase_order_lines SET quantity_received = $2
-                 WHERE purchase_order_id = $1 AND line_no = 1",
-                &[&id, &received],
-            )
-            .await
-            .unwrap();
-        client
-            .execute(
-                "UPDATE purchase_orders SET status = 'partially_received' WHERE id = $1",
-                &[&id],
-            )
-            .await
-            .unwrap();
+        let line = &order["lines"][0];
+        let note = json!({"supplier_id": order["supplier_id"], "purchase_order_id": order["id"],
+                          "delivery_reference": format!("DN-{}", Uuid::now_v7().simple()),
+                          "lines": [{"purchase_order_line_id": line["id"],
+                                     "medicine_id": line["medicine_id"],
+                                     "batch_number": "AMX-1", "expiry_date": "2035-01-01",
+                                     "quantity_received": received, "unit_cost": line["unit_cost"]}]});
+        let (status, note) = self.app.post("/goods-received", &self.buyer, note).await;
+        assert_eq!(status, StatusCode::CREATED, "{note}");
+        let path = format!("/goods-received/{}/post", text(&note["id"]));
+        let (status, posted) = self.app.post(&path, &self.buyer, json!({})).await;
+        assert_eq!(status, StatusCode::OK, "{posted}");
     }
 }
 

@@ -104,6 +104,9 @@ pub enum Action {
     ReadReorderSuggestions,
     ManageSupplierInvoices,
     ReleaseSupplierInvoices,
+    ManagePurchaseOrders,
+    ApprovePurchaseOrders,
+    ReadPurchaseOrders,
     SubmitStockCount,
     WriteOffStock,
     ManageTransfers,
@@ -133,7 +136,7 @@ use Role::{
 
 impl Action {
     /// Every action, in the order of docs/roles.md's role matrix.
-    pub const ALL: [Action; 42] = [
+    pub const ALL: [Action; 45] = [
         Action::Sell,
         Action::OverridePrice,
         Action::ReturnSale,
@@ -156,6 +159,9 @@ impl Action {
         Action::ReadReorderSuggestions,
         Action::ManageSupplierInvoices,
         Action::ReleaseSupplierInvoices,
+        Action::ManagePurchaseOrders,
+        Action::ApprovePurchaseOrders,
+        Action::ReadPurchaseOrders,
         Action::SubmitStockCount,
         Action::WriteOffStock,
         Action::ManageTransfers,
@@ -211,6 +217,10 @@ impl Action {
             Action::AllowOverReceipt | Action::ReleaseSupplierInvoices => &[A, BM],
             // Short-dated stock is a clinical and a commercial call.
             Action::AcceptShortDated => &[A, BM, P],
+            // Buyers draft and send orders; a manager approves them.
+            Action::ManagePurchaseOrders => &[A, BM, IM],
+            Action::ApprovePurchaseOrders => &[A, BM],
+            Action::ReadPurchaseOrders => &[A, BM, IM, AU],
             // Pack sizes and GTINs are master data of the stock side.
             Action::ManagePacks => &[A, IM],
             Action::QuarantineBatches | Action::ReadReorderSuggestions | Action::WriteOffStock => {
@@ -272,6 +282,13 @@ impl Action {
             Action::ReadReorderSuggestions => "read reorder suggestions",
             Action::ManageSupplierInvoices => "record, list and pay supplier invoices",
             Action::ReleaseSupplierInvoices => "release a supplier invoice on hold (not one's own)",
+            Action::ManagePurchaseOrders => {
+                "draft, edit, submit, send, close or cancel a purchase order"
+            }
+            Action::ApprovePurchaseOrders => {
+                "approve or reject a purchase order (not one's own submission)"
+            }
+            Action::ReadPurchaseOrders => "read purchase orders",
             Action::SubmitStockCount => "submit a stock count",
             Action::WriteOffStock => "write off stock (`POST /stock/write-offs`)",
             Action::ManageTransfers => "create, receive or cancel a transfer",
@@ -361,6 +378,7 @@ mod tests {
                             | Action::ReadAuditLog
                             | Action::ReadTransfers
                             | Action::ReadGoodsReceived
+                            | Action::ReadPurchaseOrders
                     ),
                     "auditors may {a}"
                 );

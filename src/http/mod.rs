@@ -24,6 +24,7 @@ pub mod packs;
 pub mod prescriptions;
 pub mod printing;
 pub mod problems;
+pub mod purchase_orders;
 pub mod purchases;
 pub mod reports;
 pub mod returns;
@@ -78,6 +79,7 @@ pub fn configure_api(cfg: &mut ServiceConfig) {
     scan::configure(cfg);
     goods_received::configure(cfg);
     purchases::configure(cfg);
+    purchase_orders::configure(cfg);
     sales::configure(cfg);
     customers::configure(cfg);
     suppliers::configure(cfg);

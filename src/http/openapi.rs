@@ -216,14 +216,17 @@ pub fn allowed_methods(path: &str) -> Option<String> {
                 .collect()
         });
     let wanted: Vec<&str> = path.split('/').collect();
+    // A literal segment beats a parameter: `/purchase-orders/from-reorder`
+    // is that path, not `/purchase-orders/{id}`.
     TABLE
         .iter()
-        .find(|(segments, _)| {
+        .filter(|(segments, _)| {
             segments.len() == wanted.len()
                 && segments.iter().zip(&wanted).all(|(t, w)| {
                     (t.starts_with('{') && t.ends_with('}') && !w.is_empty()) || t == w
                 })
         })
+        .max_by_key(|(segments, _)| segments.iter().filter(|t| !t.starts_with('{')).count())
         .map(|(_, methods)| methods.clone())
 }
 

@@ -56,6 +56,10 @@ const TRANSFER_READERS: &[Role] = &[
     Role::InventoryManager,
     Role::Auditor,
 ];
+/// Purchase orders: the buyers write, the managers decide, and the
+/// auditors read too.
+const PO_WRITERS: &[Role] = CATALOGUE;
+const PO_READERS: &[Role] = TRANSFER_READERS;
 /// Stock write-offs: the stock keepers and the pharmacists.
 const WRITE_OFF: &[Role] = QUARANTINE;
 /// Goods received: whoever is at the back door; auditors read them.
@@ -289,6 +293,15 @@ async fn world() -> World {
     )
     .await;
     of_b.insert("transfer", id(&transfer));
+    let order_b = created(
+        &app,
+        &admin,
+        "/purchase-orders",
+        json!({"branch_id": b, "supplier_id": supplier,
+               "lines": [{"medicine_id": m, "quantity": 10, "unit_cost": "100.00"}]}),
+    )
+    .await;
+    of_b.insert("purchase_order", id(&order_b));
     let user_b = app.user(b, Role::Pharmacist).await;
     of_b.insert("user", user_b.id.to_string());
     of_b.insert("branch", b.to_string());
@@ -423,6 +436,19 @@ fn isolation_cases(w: &World) -> Vec<Case> {
             None,
             CATALOGUE,
         ),
+        case(
+            Method::GET,
+            format!("/purchase-orders/{}", w.b("purchase_order")),
+            None,
+            PO_READERS,
+        ),
+        case(
+            Method::PUT,
+            format!("/purchase-orders/{}", w.b("purchase_order")),
+            Some(json!({"supplier_id": w.a("supplier"),
+                        "lines": [{"medicine_id": m, "quantity": 1, "unit_cost": 1}]})),
+            PO_WRITERS,
+        ),
         case(Method::GET, format!("/users/{}", w.b("user")), None, ALL),
         case(
             Method::PUT,
@@ -444,6 +470,21 @@ fn isolation_cases(w: &World) -> Vec<Case> {
             MANAGERS,
         ),
     ];
+    for (step, roles) in [
+        ("submit", PO_WRITERS),
+        ("approve", MANAGERS),
+        ("reject", MANAGERS),
+        ("send", PO_WRITERS),
+        ("close", PO_WRITERS),
+        ("cancel", PO_WRITERS),
+    ] {
+        cases.push(case(
+            Method::POST,
+            format!("/purchase-orders/{}/{step}", w.b("purchase_order")),
+            None,
+            roles,
+        ));
+    }
     // `branch_id` of B in the query.
     for path in [
         "/sales",
@@ -477,8 +518,10 @@ fn isolation_cases(w: &World) -> Vec<Case> {
         "/stock/write-offs",
         "/stock/expired",
         "/compliance/destruction-register",
+        "/purchase-orders",
     ] {
         let roles: &'static [Role] = match path {
+            "/purchase-orders" => PO_READERS,
             "/sales/verify-chain" => REPORTS,
             "/audit-log" => AUDIT,
             p if p.starts_with("/reports") => REPORTS,
@@ -574,6 +617,17 @@ fn isolation_cases(w: &World) -> Vec<Case> {
             json!({"branch_id": b, "reason": "damaged",
                    "items": [{"batch_id": w.b("batch"), "quantity": 1}]}),
             WRITE_OFF,
+        ),
+        (
+            "/purchase-orders",
+            json!({"branch_id": b, "supplier_id": w.a("supplier"),
+                   "lines": [{"medicine_id": m, "quantity": 1, "unit_cost": 1}]}),
+            PO_WRITERS,
+        ),
+        (
+            "/purchase-orders/from-reorder",
+            json!({"branch_id": b, "supplier_id": w.a("supplier")}),
+            PO_WRITERS,
         ),
     ];
     for (path, body, roles) in bodies {
@@ -774,6 +828,7 @@ async fn a_branch_users_reads_carry_nothing_of_another_branch() {
         "user",
         "batch",
         "session",
+        "purchase_order",
     ]
     .iter()
     .map(|k| (*k, w.b(k).to_owned()))
@@ -792,6 +847,7 @@ async fn a_branch_users_reads_carry_nothing_of_another_branch() {
         ("/compliance/prescription-book", ALL),
         ("/compliance/classified-drugs-book", ALL),
         ("/transfers", TRANSFER_READERS),
+        ("/purchase-orders", PO_READERS),
         ("/users", MANAGERS),
         ("/branches", ALL),
         ("/sessions/current", ALL),
@@ -1061,6 +1117,44 @@ fn role_rules() -> Vec<Rule> {
                 json!({"medicine_id": "{rand}", "from_branch_id": "{branch}", "to_branch_id": "{rand}", "qty": 1}),
             ),
             CATALOGUE,
+        ),
+        rule(
+            M::POST,
+            "/purchase-orders",
+            b(json!({"supplier_id": "{rand}",
+                     "lines": [{"medicine_id": "{medicine}", "quantity": 1, "unit_cost": 1}]})),
+            PO_WRITERS,
+        ),
+        rule(
+            M::POST,
+            "/purchase-orders/from-reorder",
+            b(json!({"supplier_id": "{rand}"})),
+            PO_WRITERS,
+        ),
+        rule(M::GET, "/purchase-orders", none(), PO_READERS),
+        rule(M::GET, "/purchase-orders/{rand}", none(), PO_READERS),
+        rule(
+            M::PUT,
+            "/purchase-orders/{rand}",
+            b(json!({"supplier_id": "{rand}",
+                     "lines": [{"medicine_id": "{medicine}", "quantity": 1, "unit_cost": 1}]})),
+            PO_WRITERS,
+        ),
+        rule(
+            M::POST,
+            "/purchase-orders/{rand}/submit",
+            none(),
+            PO_WRITERS,
+        ),
+        rule(M::POST, "/purchase-orders/{rand}/approve", none(), MANAGERS),
+        rule(M::POST, "/purchase-orders/{rand}/reject", none(), MANAGERS),
+        rule(M::POST, "/purchase-orders/{rand}/send", none(), PO_WRITERS),
+        rule(M::POST, "/purchase-orders/{rand}/close", none(), PO_WRITERS),
+        rule(
+            M::POST,
+            "/purchase-orders/{rand}/cancel",
+            none(),
+            PO_WRITERS,
         ),
         rule(M::GET, "/transfers", none(), TRANSFER_READERS),
         rule(M::GET, "/transfers/{rand}", none(), TRANSFER_READERS),

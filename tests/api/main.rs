@@ -47,6 +47,7 @@ mod prescription_controls;
 mod prescriptions;
 mod printing;
 mod problem_codes;
+mod purchase_orders;
 mod purchases;
 mod read_replica;
 mod receiving_packs;

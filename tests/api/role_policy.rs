@@ -359,6 +359,33 @@ fn probes(action: Action) -> Vec<Probe> {
             "/supplier-finance/invoices/{rand}/release",
             b(json!({"reason": "agreed"})),
         )],
+        Action::ManagePurchaseOrders => {
+            let order = || {
+                json!({"supplier_id": "{rand}",
+                       "lines": [{"medicine_id": "{medicine}", "quantity": 1, "unit_cost": 1}]})
+            };
+            vec![
+                probe(M::POST, "/purchase-orders", b(order())),
+                probe(M::PUT, "/purchase-orders/{rand}", b(order())),
+                probe(
+                    M::POST,
+                    "/purchase-orders/from-reorder",
+                    b(json!({"supplier_id": "{rand}"})),
+                ),
+                probe(M::POST, "/purchase-orders/{rand}/submit", None),
+                probe(M::POST, "/purchase-orders/{rand}/send", None),
+                probe(M::POST, "/purchase-orders/{rand}/close", None),
+                probe(M::POST, "/purchase-orders/{rand}/cancel", None),
+            ]
+        }
+        Action::ApprovePurchaseOrders => vec![
+            probe(M::POST, "/purchase-orders/{rand}/approve", None),
+            probe(M::POST, "/purchase-orders/{rand}/reject", None),
+        ],
+        Action::ReadPurchaseOrders => vec![
+            probe(M::GET, "/purchase-orders", None),
+            probe(M::GET, "/purchase-orders/{rand}", None),
+        ],
         Action::SubmitStockCount => vec![probe(
             M::POST,
             "/stockcount/submit",

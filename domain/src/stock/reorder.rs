@@ -57,6 +57,20 @@ pub async fn suggestions<C: GenericClient + Sync>(
             .await?
             .ok_or_else(|| Error::validation("branch_id", "`branch_id` names no branch."))?;
     }
+    let items = low_stock(client, branch, Some(SUGGESTION_LIMIT)).await?;
+    let total = items.len() as i64;
+    Ok(ReorderList { items, total })
+}
+
+/// Every suggestion of a scope (branch, or the chain when `None`), lowest
+/// stock first, at most `cap` of them (`None`: all). A purchase order
+/// drafted from the suggestions reads them uncapped, so one supplier's low
+/// items are never crowded out of the list by another's.
+pub async fn low_stock<C: GenericClient + Sync>(
+    client: &C,
+    branch: Option<Uuid>,
+    cap: Option<i64>,
+) -> Result<Vec<ReorderSuggestion>> {
     // `branch` NULL means the whole chain.
     let sql = sea_query::raw_query!(
         PostgresQueryBuilder,
@@ -82,7 +96,7 @@ pub async fn suggestions<C: GenericClient + Sync>(
            WHERE m.is_active AND NOT m.is_deleted
              AND coalesce(h.qty, 0) <= m.low_stock_threshold
            ORDER BY stock_quantity, m.name, m.id
-           LIMIT {SUGGESTION_LIMIT}"#
+           LIMIT {cap}"#
     );
     let rows = db::raw_all(client, &sql.sql, sql.values).await?;
     let items: Vec<ReorderSuggestion> = rows
@@ -102,6 +116,5 @@ pub async fn suggestions<C: GenericClient + Sync>(
             }
         })
         .collect();
-    let total = items.len() as i64;
-    Ok(ReorderList { items, total })
+    Ok(items)
 }

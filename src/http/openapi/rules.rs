@@ -10,6 +10,7 @@
 //! `declared_limits` API test sends every documented bound at the limit and
 //! past it, so a rule and its check cannot drift apart unnoticed.
 
+use domain::buying::orders;
 use domain::buying::received;
 use domain::input::{any_case, any_case_or_blank, exactly, max, trimmed};
 use domain::stock::{count as stockcount, quarantine, receiving, transfers};
@@ -114,6 +115,7 @@ const LENGTHS: &[(&str, &[(&str, usize)])] = &[
             ("footer_text", max::NOTES),
         ],
     ),
+    ("PurchaseOrderRequest", &[("notes", orders::MAX_NOTES)]),
     (
         "PurchaseRequest",
         &[
@@ -265,6 +267,8 @@ fn rules() -> Vec<(&'static str, &'static str, Value)> {
             json!({"pattern": NON_BLANK}),
         ),
         ("PrescriptionItemWrite", "quantity", quantity.clone()),
+        ("PurchaseOrderRequest", "lines", lines(orders::MAX_LINES)),
+        ("PurchaseOrderLineRequest", "quantity", quantity.clone()),
         ("TransferCreate", "qty", quantity),
         (
             "PurchaseRequest",

@@ -50,6 +50,8 @@ pub enum Route {
     Purchase,
     GoodsReceived,
     GoodsReceivedUpdate,
+    PurchaseOrderCreate,
+    PurchaseOrderUpdate,
     Sale,
     Return,
     Settings,
@@ -94,6 +96,8 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ("POST", "/purchases", Route::Purchase),
     ("POST", "/goods-received", Route::GoodsReceived),
     ("PUT", "/goods-received/{id}", Route::GoodsReceivedUpdate),
+    ("POST", "/purchase-orders", Route::PurchaseOrderCreate),
+    ("PUT", "/purchase-orders/{id}", Route::PurchaseOrderUpdate),
     ("POST", "/sales", Route::Sale),
     ("POST", "/sales/{id}/returns", Route::Return),
     ("PUT", "/settings", Route::Settings),
@@ -300,6 +304,28 @@ impl Route {
                     delivery(w, field, change, past),
                     digest("goods_received_notes", &id),
                 )
+            }
+            Route::PurchaseOrderCreate | Route::PurchaseOrderUpdate => {
+                // Lines at their bound name distinct medicines: an order
+                // takes each medicine once per pack.
+                let lines: Vec<Value> = match wanted(change, past) {
+                    Some(n) => w.medicines(n).await,
+                    None => vec![w.medicine.clone()],
+                }
+                .into_iter()
+                .map(|m| json!({"medicine_id": m, "quantity": 1, "unit_cost": "1.50"}))
+                .collect();
+                let body = json!({"supplier_id": w.supplier, "lines": lines});
+                if matches!(self, Route::PurchaseOrderCreate) {
+                    ok("/purchase-orders".into(), body, count("purchase_orders"))
+                } else {
+                    let id = w.id("/purchase-orders", body.clone()).await;
+                    ok(
+                        format!("/purchase-orders/{id}"),
+                        body,
+                        digest("purchase_orders", &id),
+                    )
+                }
             }
             Route::Sale => {
                 // A coupon code at its bound is accepted only if it names a

@@ -1,1 +1,0 @@
-//! Purchase orders: drafted, submitted, approved, sent, received against.

@@ -106,6 +106,8 @@ pub enum Action {
     ReleaseSupplierInvoices,
     SubmitStockCount,
     WriteOffStock,
+    ReturnToSupplier,
+    ReadSupplierReturns,
     ManageTransfers,
     ReadTransfers,
     WriteCoupons,
@@ -133,7 +135,7 @@ use Role::{
 
 impl Action {
     /// Every action, in the order of docs/roles.md's role matrix.
-    pub const ALL: [Action; 42] = [
+    pub const ALL: [Action; 44] = [
         Action::Sell,
         Action::OverridePrice,
         Action::ReturnSale,
@@ -158,6 +160,8 @@ impl Action {
         Action::ReleaseSupplierInvoices,
         Action::SubmitStockCount,
         Action::WriteOffStock,
+        Action::ReturnToSupplier,
+        Action::ReadSupplierReturns,
         Action::ManageTransfers,
         Action::ReadTransfers,
         Action::WriteCoupons,
@@ -201,6 +205,7 @@ impl Action {
             Action::WriteCatalogue
             | Action::WriteSuppliers
             | Action::ManageSupplierInvoices
+            | Action::ReturnToSupplier
             | Action::ManageTransfers => &[A, BM, IM],
             Action::ReceivePurchases => &[A, P],
             // A delivery is counted in by whoever is at the back door.
@@ -216,7 +221,7 @@ impl Action {
             Action::QuarantineBatches | Action::ReadReorderSuggestions | Action::WriteOffStock => {
                 &[A, BM, IM, P]
             }
-            Action::ReadTransfers => &[A, BM, IM, AU],
+            Action::ReadTransfers | Action::ReadSupplierReturns => &[A, BM, IM, AU],
             Action::ReadReports | Action::VerifyInvoiceChain => &[A, BM, AU],
             Action::ReadStockValue => &[A, BM, IM, AU],
             Action::ReadAuditLog => &[A, AU],
@@ -274,6 +279,10 @@ impl Action {
             Action::ReleaseSupplierInvoices => "release a supplier invoice on hold (not one's own)",
             Action::SubmitStockCount => "submit a stock count",
             Action::WriteOffStock => "write off stock (`POST /stock/write-offs`)",
+            Action::ReturnToSupplier => {
+                "return stock to its supplier for a debit note (`POST /supplier-returns`)"
+            }
+            Action::ReadSupplierReturns => "read supplier returns and their debit notes",
             Action::ManageTransfers => "create, receive or cancel a transfer",
             Action::ReadTransfers => "read transfers",
             Action::WriteCoupons => "create a coupon",
@@ -361,6 +370,7 @@ mod tests {
                             | Action::ReadAuditLog
                             | Action::ReadTransfers
                             | Action::ReadGoodsReceived
+                            | Action::ReadSupplierReturns
                     ),
                     "auditors may {a}"
                 );

@@ -46,6 +46,8 @@ pub enum Table {
     StockCounts,
     SupplierInvoiceCharges,
     SupplierInvoiceLines,
+    SupplierReturnItems,
+    SupplierReturns,
     Suppliers,
     SyncConflicts,
     TransferLines,

@@ -886,3 +886,47 @@ async fn only_the_stock_keepers_return_and_auditors_only_read() {
         assert_eq!(status, StatusCode::CREATED, "{r}");
     }
 }
+
+#[tokio::test]
+async fn the_invariant_checks_see_a_debit_note_out_of_step_with_its_ledger() {
+    let dock = Dock::open().await;
+    let batch = dock.batch(4).await;
+    let (_, note) = dock
+        .send_back(&dock.keeper, dock.body("expired", &[(&batch, json!(4))]))
+        .await;
+    let invoice = dock.invoice(dock.supplier, dock.branch, "400.00").await;
+    let (status, paid) = dock
+        .pay(
+            &invoice,
+            json!({"amount": 100, "method": "debit_note", "reference": note["debit_note_number"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{paid}");
+    dock.app.assert_invariants().await;
+    let client = dock.app.pool.get().await.unwrap();
+    for (tamper, expected) in [
+        (
+            "UPDATE supplier_returns SET used_value = 0",
+            "its settlements to 100.00",
+        ),
+        (
+            "UPDATE debit_note_counters SET last_seq = 2",
+            "debit note counter at 2",
+        ),
+        (
+            "UPDATE supplier_returns SET seq = 2",
+            "debit note seq has a gap",
+        ),
+        ("DELETE FROM debit_note_settlements", "has no settlement"),
+    ] {
+        let tx_sql = format!("BEGIN; {tamper}; ");
+        client.batch_execute(&tx_sql).await.unwrap();
+        let found = domain::stock::invariant_violations(&client).await.unwrap();
+        client.batch_execute("ROLLBACK").await.unwrap();
+        assert!(
+            found.iter().any(|v| v.contains(expected)),
+            "{tamper}: {found:#?}"
+        );
+    }
+    dock.app.assert_invariants().await;
+}

@@ -34,6 +34,7 @@ pub const PRESCRIPTION_BOOK_NOTE: &str =
     "Prescription records must be kept for 2 years and produced for inspection on request.";
 pub const CLASSIFIED_BOOK_NOTE: &str = "This register is the statutory record of classified drugs of classes A, B and C (group II): every dispensing of a controlled medicine, kept for inspection.";
 pub const DESTRUCTION_REGISTER_NOTE: &str = "This register is the statutory record of controlled medicines destroyed or lost: every write-off of a controlled medicine with its witness, kept for inspection (at least 2 years).";
+pub const SUPPLIER_RETURNS_REGISTER_NOTE: &str = "This register is the statutory record of controlled medicines sent back to their suppliers: every supplier return of a controlled medicine with its batch, supplier and debit note, kept for inspection (at least 2 years).";
 pub const FISCAL_NOTE: &str = "Preview only: this payload must still be submitted to the national fiscal system to obtain a fiscal document number, verification code and QR code.";
 
 /// Which rows a book shows: one branch (or all, for an admin) within a window.

@@ -109,6 +109,8 @@ pub enum Action {
     ReadPurchaseOrders,
     SubmitStockCount,
     WriteOffStock,
+    ReturnToSupplier,
+    ReadSupplierReturns,
     ManageTransfers,
     ReadTransfers,
     WriteCoupons,
@@ -136,7 +138,7 @@ use Role::{
 
 impl Action {
     /// Every action, in the order of docs/roles.md's role matrix.
-    pub const ALL: [Action; 45] = [
+    pub const ALL: [Action; 47] = [
         Action::Sell,
         Action::OverridePrice,
         Action::ReturnSale,
@@ -164,6 +166,8 @@ impl Action {
         Action::ReadPurchaseOrders,
         Action::SubmitStockCount,
         Action::WriteOffStock,
+        Action::ReturnToSupplier,
+        Action::ReadSupplierReturns,
         Action::ManageTransfers,
         Action::ReadTransfers,
         Action::WriteCoupons,
@@ -207,6 +211,7 @@ impl Action {
             Action::WriteCatalogue
             | Action::WriteSuppliers
             | Action::ManageSupplierInvoices
+            | Action::ReturnToSupplier
             | Action::ManageTransfers => &[A, BM, IM],
             Action::ReceivePurchases => &[A, P],
             // A delivery is counted in by whoever is at the back door.
@@ -226,7 +231,7 @@ impl Action {
             Action::QuarantineBatches | Action::ReadReorderSuggestions | Action::WriteOffStock => {
                 &[A, BM, IM, P]
             }
-            Action::ReadTransfers => &[A, BM, IM, AU],
+            Action::ReadTransfers | Action::ReadSupplierReturns => &[A, BM, IM, AU],
             Action::ReadReports | Action::VerifyInvoiceChain => &[A, BM, AU],
             Action::ReadStockValue => &[A, BM, IM, AU],
             Action::ReadAuditLog => &[A, AU],
@@ -291,6 +296,10 @@ impl Action {
             Action::ReadPurchaseOrders => "read purchase orders",
             Action::SubmitStockCount => "submit a stock count",
             Action::WriteOffStock => "write off stock (`POST /stock/write-offs`)",
+            Action::ReturnToSupplier => {
+                "return stock to its supplier for a debit note (`POST /supplier-returns`)"
+            }
+            Action::ReadSupplierReturns => "read supplier returns and their debit notes",
             Action::ManageTransfers => "create, receive or cancel a transfer",
             Action::ReadTransfers => "read transfers",
             Action::WriteCoupons => "create a coupon",
@@ -379,6 +388,7 @@ mod tests {
                             | Action::ReadTransfers
                             | Action::ReadGoodsReceived
                             | Action::ReadPurchaseOrders
+                            | Action::ReadSupplierReturns
                     ),
                     "auditors may {a}"
                 );

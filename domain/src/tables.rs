@@ -49,6 +49,8 @@ pub enum Table {
     StockCounts,
     SupplierInvoiceCharges,
     SupplierInvoiceLines,
+    SupplierReturnItems,
+    SupplierReturns,
     Suppliers,
     SyncConflicts,
     TransferLines,

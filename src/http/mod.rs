@@ -35,6 +35,7 @@ pub mod settings;
 pub mod stock_value;
 pub mod stockcount;
 pub mod supplier_finance;
+pub mod supplier_returns;
 pub mod suppliers;
 pub mod sync;
 pub mod transfers;
@@ -99,6 +100,7 @@ pub fn configure_api(cfg: &mut ServiceConfig) {
     stock_value::configure(cfg);
     returns::configure(cfg);
     write_offs::configure(cfg);
+    supplier_returns::configure(cfg);
     ops::configure(cfg);
     openapi::configure_api(cfg);
 }

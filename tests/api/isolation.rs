@@ -71,6 +71,10 @@ const RECEIPT_READERS: &[Role] = &[
     Role::Pharmacist,
     Role::Auditor,
 ];
+/// Supplier returns: sent back by the stock keepers, read by them and the
+/// auditors.
+const SUPPLIER_RETURNS: &[Role] = CATALOGUE;
+const SUPPLIER_RETURN_READERS: &[Role] = STOCK_VALUE;
 const PUSHERS: &[Role] = &[Role::Admin, Role::Cashier];
 const PURCHASERS: &[Role] = &[Role::Admin, Role::Pharmacist];
 const AUDIT: &[Role] = &[Role::Admin, Role::Auditor];
@@ -269,6 +273,34 @@ async fn world() -> World {
     )
     .await;
     of_b.insert("invoice", id(&invoice));
+    // A supplier return of B (its debit note), and an invoice of A from
+    // the same supplier that B's note must not pay.
+    let batch_supplier = batch_b["supplier_id"].as_str().unwrap().to_owned();
+    let supplier_return = created(
+        &app,
+        &admin,
+        "/supplier-returns",
+        json!({"branch_id": b, "supplier_id": batch_supplier, "reason": "damaged",
+               "lines": [{"batch_id": id(&batch_b), "quantity": 1}]}),
+    )
+    .await;
+    of_b.insert("supplier_return", id(&supplier_return));
+    of_b.insert(
+        "debit_note",
+        supplier_return["debit_note_number"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+    );
+    of_b.insert("batch_supplier", batch_supplier.clone());
+    let invoice_a = created(
+        &app,
+        &admin,
+        "/supplier-finance/invoices",
+        json!({"branch_id": a, "supplier_id": batch_supplier, "total_amount": 5000}),
+    )
+    .await;
+    of_a.insert("invoice", id(&invoice_a));
     let device_b = created(
         &app,
         &admin,
@@ -407,6 +439,12 @@ fn isolation_cases(w: &World) -> Vec<Case> {
             SELLERS,
         ),
         case(
+            Method::GET,
+            format!("/supplier-returns/{}", w.b("supplier_return")),
+            None,
+            SUPPLIER_RETURN_READERS,
+        ),
+        case(
             Method::POST,
             format!("/supplier-finance/invoices/{}/payments", w.b("invoice")),
             Some(json!({"amount": 1, "method": "cash"})),
@@ -519,6 +557,8 @@ fn isolation_cases(w: &World) -> Vec<Case> {
         "/stock/expired",
         "/compliance/destruction-register",
         "/purchase-orders",
+        "/supplier-returns",
+        "/compliance/supplier-returns",
     ] {
         let roles: &'static [Role] = match path {
             "/purchase-orders" => PO_READERS,
@@ -528,6 +568,7 @@ fn isolation_cases(w: &World) -> Vec<Case> {
             "/supplier-finance/invoices" => CATALOGUE,
             "/supplier-finance/reorder-suggestions" => QUARANTINE,
             "/transfers" => TRANSFER_READERS,
+            "/supplier-returns" => SUPPLIER_RETURN_READERS,
             "/users" => MANAGERS,
             _ => ALL,
         };
@@ -629,6 +670,12 @@ fn isolation_cases(w: &World) -> Vec<Case> {
             json!({"branch_id": b, "supplier_id": w.a("supplier")}),
             PO_WRITERS,
         ),
+        (
+            "/supplier-returns",
+            json!({"branch_id": b, "supplier_id": w.b("batch_supplier"), "reason": "damaged",
+                   "lines": [{"batch_id": w.b("batch"), "quantity": 1}]}),
+            SUPPLIER_RETURNS,
+        ),
     ];
     for (path, body, roles) in bodies {
         cases.push(case(Method::POST, path.to_owned(), Some(body), roles));
@@ -653,6 +700,19 @@ fn isolation_cases(w: &World) -> Vec<Case> {
             "/stock/write-offs".into(),
             json!({"reason": "damaged", "items": [{"batch_id": w.b("batch"), "quantity": 1}]}),
             WRITE_OFF,
+        ),
+        (
+            Method::POST,
+            "/supplier-returns".into(),
+            json!({"supplier_id": w.b("batch_supplier"), "reason": "damaged",
+                   "lines": [{"batch_id": w.b("batch"), "quantity": 1}]}),
+            SUPPLIER_RETURNS,
+        ),
+        (
+            Method::POST,
+            format!("/supplier-finance/invoices/{}/payments", w.a("invoice")),
+            json!({"amount": 1, "method": "debit_note", "reference": w.b("debit_note")}),
+            CATALOGUE,
         ),
         (
             Method::POST,
@@ -1097,6 +1157,21 @@ fn role_rules() -> Vec<Rule> {
         rule(M::GET, "/stock/write-offs/{rand}", none(), ALL),
         rule(M::GET, "/stock/expired", none(), ALL),
         rule(M::GET, "/compliance/destruction-register", none(), ALL),
+        rule(
+            M::POST,
+            "/supplier-returns",
+            b(json!({"supplier_id": "{rand}", "reason": "expired",
+                     "lines": [{"batch_id": "{rand}", "quantity": 1}]})),
+            SUPPLIER_RETURNS,
+        ),
+        rule(M::GET, "/supplier-returns", none(), SUPPLIER_RETURN_READERS),
+        rule(
+            M::GET,
+            "/supplier-returns/{rand}",
+            none(),
+            SUPPLIER_RETURN_READERS,
+        ),
+        rule(M::GET, "/compliance/supplier-returns", none(), ALL),
         rule(
             M::POST,
             "/coupons",

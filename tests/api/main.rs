@@ -63,6 +63,7 @@ mod stock_value;
 mod stockcount;
 mod supplier_finance;
 mod supplier_invoices;
+mod supplier_returns;
 mod suppliers;
 mod sync_feed;
 mod sync_pull;

@@ -396,6 +396,16 @@ fn probes(action: Action) -> Vec<Probe> {
             "/stock/write-offs",
             b(json!({"reason": "damaged", "items": [{"batch_id": "{rand}", "quantity": 1}]})),
         )],
+        Action::ReturnToSupplier => vec![probe(
+            M::POST,
+            "/supplier-returns",
+            b(json!({"supplier_id": "{rand}", "reason": "expired",
+                     "lines": [{"batch_id": "{rand}", "quantity": 1}]})),
+        )],
+        Action::ReadSupplierReturns => vec![
+            probe(M::GET, "/supplier-returns", None),
+            probe(M::GET, "/supplier-returns/{rand}", None),
+        ],
         Action::ManageTransfers => vec![
             probe(
                 M::POST,

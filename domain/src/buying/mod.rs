@@ -17,7 +17,8 @@ use crate::error::Result;
 /// over-receipt, or out of step with the posted notes against it; a
 /// receipt line billed beyond what it received, or out of step with the
 /// invoice lines billing it; a posted line that accepted stock without a
-/// batch.
+/// batch; a debit note out of step with its lines, settlements or counter
+/// (`returns::invariant_violations`).
 pub async fn invariant_violations<C: GenericClient + Sync>(c: &C) -> Result<Vec<String>> {
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
@@ -59,5 +60,7 @@ pub async fn invariant_violations<C: GenericClient + Sync>(c: &C) -> Result<Vec<
             WHERE n.status = 'posted' AND gl.quantity_received > 0 AND gl.batch_id IS NULL"#
     );
     let rows = db::raw_all(c, &q.sql, q.values).await?;
-    Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+    let mut broken: Vec<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
+    broken.extend(returns::invariant_violations(c).await?);
+    Ok(broken)
 }

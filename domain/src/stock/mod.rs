@@ -122,6 +122,8 @@ pub enum Kind {
     Return,
     /// Units destroyed or lost (expired, damaged, recalled, ...).
     WriteOff,
+    /// Units sent back to the supplier for a debit note.
+    ReturnToSupplier,
 }
 
 impl Kind {
@@ -136,6 +138,7 @@ impl Kind {
             Kind::TransferCancel => "TRANSFER_CANCEL",
             Kind::Return => "RETURN",
             Kind::WriteOff => "WRITE_OFF",
+            Kind::ReturnToSupplier => "RETURN_TO_SUPPLIER",
         }
     }
 }
@@ -390,6 +393,8 @@ pub struct LockedBatch {
     pub batch_id: Uuid,
     pub medicine_id: Uuid,
     pub branch_id: Uuid,
+    /// Who supplied it (none for stock of unknown origin).
+    pub supplier_id: Option<Uuid>,
     pub batch_number: String,
     pub remaining: i32,
     pub unit_cost: Decimal,
@@ -410,7 +415,7 @@ pub async fn lock_by_id<C: GenericClient + Sync>(tx: &C, ids: &[Uuid]) -> Result
     let ids: Vec<Uuid> = ids.to_vec();
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"SELECT id, medicine_id, branch_id, batch_number, qty_remaining, unit_cost,
+        r#"SELECT id, medicine_id, branch_id, supplier_id, batch_number, qty_remaining, unit_cost,
                   received_total, qty_received, is_deleted
            FROM batches
            WHERE id = ANY({ids})
@@ -424,6 +429,7 @@ pub async fn lock_by_id<C: GenericClient + Sync>(tx: &C, ids: &[Uuid]) -> Result
             batch_id: r.get("id"),
             medicine_id: r.get("medicine_id"),
             branch_id: r.get("branch_id"),
+            supplier_id: r.get("supplier_id"),
             batch_number: r.get("batch_number"),
             remaining: r.get("qty_remaining"),
             unit_cost: r.get("unit_cost"),

@@ -13,6 +13,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::buying::received::{Charge, ReceiptChargeRequest};
+use crate::buying::returns::settle;
 use crate::db::{self, Pool};
 use crate::error::{Code, Error, Result};
 use crate::suppliers::matching::{self, InvoiceLineRequest, MatchedLine};
@@ -20,8 +21,16 @@ use crate::{branches, input, wire, Acting, Registry};
 
 /// Invoice statuses, in the order an invoice moves through them.
 pub const STATUSES: [&str; 3] = ["unpaid", "partial", "paid"];
-/// Accepted payment methods.
-pub const METHODS: [&str; 5] = ["cash", "bank_transfer", "mobile_money", "cheque", "card"];
+/// Accepted payment methods. `debit_note` settles with a supplier
+/// return's debit note, named by `reference` (`buying::returns::settle`).
+pub const METHODS: [&str; 6] = [
+    "cash",
+    "bank_transfer",
+    "mobile_money",
+    "cheque",
+    "card",
+    settle::METHOD,
+];
 
 /// Longest note on a supplier invoice.
 pub const MAX_NOTES: usize = 1000;
@@ -326,6 +335,13 @@ impl actors::runtime::Command for PaySupplierInvoice {
         {
             return Err(refusal(&tx, invoice_id, amount).await);
         }
+        // A debit note pays with what it has not settled yet; the payment
+        // carries the note's number as issued.
+        let note = match method == settle::METHOD {
+            true => Some(settle::take(&tx, invoice_id, &reference, amount).await?),
+            false => None,
+        };
+        let reference = note.as_ref().map_or(reference, |n| n.number.clone());
         let payment_id = Uuid::now_v7();
         let insert = sea_query::raw_query!(
             PostgresQueryBuilder,
@@ -340,6 +356,9 @@ impl actors::runtime::Command for PaySupplierInvoice {
             .await?
             .map(|r| SupplierPayment::from_row(&r))
             .ok_or_else(|| Error::internal("supplier payment insert returned no row"))?;
+        if let Some(note) = &note {
+            settle::record(&tx, note, invoice_id, payment_id, amount).await?;
+        }
         let invoice = get(&tx, invoice_id)
             .await?
             .ok_or_else(|| Error::internal("paid supplier invoice vanished"))?;
@@ -512,8 +531,12 @@ pub struct SupplierPaymentRequest {
     /// More than 0 and at most the outstanding balance; a number or a decimal string.
     #[schema(value_type = f64)]
     pub amount: Option<Decimal>,
-    /// `cash` (default), `bank_transfer`, `mobile_money`, `cheque` or `card`.
+    /// `cash` (default), `bank_transfer`, `mobile_money`, `cheque`, `card`
+    /// or `debit_note` (settles with a supplier return's debit note).
     pub method: Option<String>,
+    /// A `debit_note` payment: the note's number (`<BRANCH CODE>-DN-<8
+    /// digits>`), of the invoice's supplier and branch; the amount is at
+    /// most what the note has not settled yet.
     pub reference: Option<String>,
 }
 
@@ -538,7 +561,8 @@ pub async fn pay(
             if !METHODS.contains(&m.as_str()) {
                 return Err(Error::validation(
                     "method",
-                    "`method` must be `cash`, `bank_transfer`, `mobile_money`, `cheque` or `card`.",
+                    "`method` must be `cash`, `bank_transfer`, `mobile_money`, `cheque`, `card` \
+                     or `debit_note`.",
                 ));
             }
             m
@@ -549,6 +573,12 @@ pub async fn pay(
         body.reference.as_deref().unwrap_or(""),
         MAX_PAYMENT_REFERENCE,
     )?;
+    if method == settle::METHOD && reference.is_empty() {
+        return Err(Error::validation(
+            "reference",
+            "A `debit_note` payment names its debit note: `reference` is its number.",
+        ));
+    }
     let not_found = || Error::not_found("Supplier invoice not found");
     // Other branches' invoices read as missing to a non-admin.
     let invoice = {

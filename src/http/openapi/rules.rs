@@ -12,6 +12,7 @@
 
 use domain::buying::orders;
 use domain::buying::received;
+use domain::buying::returns as supplier_returns;
 use domain::input::{any_case, any_case_or_blank, exactly, max, trimmed};
 use domain::stock::{count as stockcount, quarantine, receiving, transfers};
 use domain::suppliers::invoices;
@@ -162,6 +163,7 @@ const LENGTHS: &[(&str, &[(&str, usize)])] = &[
         "WriteOffRequest",
         &[("notes", max::NOTES), ("witness_name", max::NAME)],
     ),
+    ("SupplierReturnRequest", &[("notes", max::NOTES)]),
     ("CountRequestItem", &[("notes", stockcount::MAX_LINE_NOTES)]),
     ("TransferCreate", &[("notes", transfers::MAX_NOTES)]),
     (
@@ -286,6 +288,16 @@ fn rules() -> Vec<(&'static str, &'static str, Value)> {
             "WriteOffRequest",
             "reason",
             json!({"pattern": any_case(&write_offs::REASONS)}),
+        ),
+        (
+            "SupplierReturnRequest",
+            "lines",
+            lines(supplier_returns::MAX_LINES),
+        ),
+        (
+            "SupplierReturnRequest",
+            "reason",
+            json!({"pattern": any_case(&supplier_returns::REASONS)}),
         ),
         ("ApprovalCreate", "kind", json!({"pattern": NON_BLANK})),
         (

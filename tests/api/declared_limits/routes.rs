@@ -56,6 +56,7 @@ pub enum Route {
     Return,
     Settings,
     WriteOff,
+    SupplierReturn,
     StockCount,
     Quarantine,
     Invoice,
@@ -102,6 +103,7 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ("POST", "/sales/{id}/returns", Route::Return),
     ("PUT", "/settings", Route::Settings),
     ("POST", "/stock/write-offs", Route::WriteOff),
+    ("POST", "/supplier-returns", Route::SupplierReturn),
     ("POST", "/stockcount/submit", Route::StockCount),
     (
         "POST",
@@ -382,6 +384,28 @@ impl Route {
                     count("write_offs"),
                 )
             }
+            Route::SupplierReturn => {
+                // Batches of their own, from the world's supplier.
+                let batches = w.batches(wanted(change, past).unwrap_or(1)).await;
+                let client = w.app.pool.get().await.unwrap();
+                let ids: Vec<Uuid> = batches.iter().map(|b| b.parse().unwrap()).collect();
+                client
+                    .execute(
+                        "UPDATE batches SET supplier_id = $1 WHERE id = ANY($2)",
+                        &[&w.supplier, &ids],
+                    )
+                    .await
+                    .unwrap();
+                let lines: Vec<Value> = batches
+                    .into_iter()
+                    .map(|b| json!({"batch_id": b, "quantity": 1}))
+                    .collect();
+                ok(
+                    "/supplier-returns".into(),
+                    json!({"supplier_id": w.supplier, "reason": "expired", "lines": lines}),
+                    count("supplier_returns"),
+                )
+            }
             Route::StockCount => {
                 // Medicines of their own, without stock: counting 0 of
                 // each adjusts nothing the other requests rely on.
@@ -422,9 +446,27 @@ impl Route {
                         json!({"supplier_id": w.supplier, "total_amount": 100}),
                     )
                     .await;
+                // A debit-note payment names a note of the invoice's
+                // supplier and branch, with value left.
+                let debit_note =
+                    matches!(change, Change::Text(m) if m.eq_ignore_ascii_case("debit_note"));
+                let body = match debit_note {
+                    false => json!({"amount": 1}),
+                    true => {
+                        let batch = w.batch().await;
+                        let note = w
+                            .made(
+                                "/supplier-returns",
+                                json!({"supplier_id": w.supplier, "reason": "expired",
+                                       "lines": [{"batch_id": batch, "quantity": 1}]}),
+                            )
+                            .await;
+                        json!({"amount": 1, "reference": note["debit_note_number"]})
+                    }
+                };
                 ok(
                     format!("/supplier-finance/invoices/{id}/payments"),
-                    json!({"amount": 1}),
+                    body,
                     count("supplier_payments"),
                 )
             }

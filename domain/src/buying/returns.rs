@@ -1,1 +1,0 @@
-//! Supplier returns and their debit notes.

@@ -126,7 +126,7 @@ pub fn register_goods_stmt(medicine_ids: &[Uuid]) -> Stmt {
                SELECT f.revision, f.payload FROM fiscal_documents f
                WHERE f.kind = 'T130' AND f.source_id = m.id
                ORDER BY f.revision DESC LIMIT 1) prev ON true
-             WHERE m.id = ANY({ids}::uuid[]) AND NOT m.is_deleted
+             WHERE m.id = ANY({ids}::uuid[])
            ) g
            WHERE g.previous IS NULL
               OR (g.previous - 'operationType') IS DISTINCT FROM (g.payload - 'operationType')

@@ -3,9 +3,11 @@
 //! EFRIS's field names, the system-to-system envelope, and the worker that
 //! submits them.
 
+pub mod client;
 pub mod envelope;
 pub mod outbox;
 pub mod payload;
+pub mod worker;
 
 use serde::{Deserialize, Serialize};
 

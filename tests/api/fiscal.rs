@@ -351,6 +351,70 @@ async fn a_rejection_is_kept_with_the_authoritys_message() {
     );
     assert_eq!(doc["attempts"], 1, "a rejection is not retried: {doc}");
     assert_eq!(sim_stats(&sim).await["fdns_issued"], 0);
+    // The sale shows it, with the authority's message.
+    let (_, shown) = app
+        .get(
+            &format!("/sales/{}", sale["id"].as_str().unwrap()),
+            &shop.cashier,
+        )
+        .await;
+    assert_eq!(shown["fiscal"]["status"], "rejected", "{shown}");
+    assert!(shown["fiscal"]["last_error"]
+        .as_str()
+        .unwrap()
+        .contains("simulated"));
+    // The documents page lists it; the manager re-sends it once corrected.
+    let (_, manager) = app.signed_in(shop.branch, Role::BranchManager).await;
+    let (status, page) = app
+        .get("/fiscal/documents?status=rejected&kind=T109", &manager)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(page["total"], 1, "{page}");
+    let id = page["items"][0]["id"].as_str().unwrap().to_owned();
+    let (status, detail) = app.get(&format!("/fiscal/documents/{id}"), &manager).await;
+    assert_eq!(status, StatusCode::OK, "{detail}");
+    assert_eq!(detail["attempts_log"][0]["outcome"], "rejected", "{detail}");
+    assert_eq!(detail["attempts_log"][0]["return_code"], "2124", "{detail}");
+    sim_faults(&sim, json!({})).await;
+    let (status, retried) = app
+        .post(
+            &format!("/fiscal/documents/{id}/retry"),
+            &manager,
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{retried}");
+    let doc = until_status(&app, "T109", &sale["id"], "accepted").await;
+    assert!(doc["fdn"].is_string());
+    let (_, shown) = app
+        .get(
+            &format!("/sales/{}", sale["id"].as_str().unwrap()),
+            &shop.cashier,
+        )
+        .await;
+    assert_eq!(shown["fiscal"]["status"], "accepted", "{shown}");
+    assert_eq!(shown["fiscal"]["fdn"], doc["fdn"]);
+    // An accepted document is not sent again.
+    let new_id = retried["id"].as_str().unwrap();
+    let (status, _) = app
+        .post(
+            &format!("/fiscal/documents/{new_id}/retry"),
+            &manager,
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, summary) = app.get("/fiscal/summary", &manager).await;
+    assert_eq!(status, StatusCode::OK, "{summary}");
+    let mine = summary["branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["branch_id"] == shop.branch.to_string())
+        .cloned()
+        .unwrap();
+    assert_eq!(mine["rejected"], 1, "{summary}");
+    assert_eq!(sim_stats(&sim).await["fdns_issued"], 1);
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@ pub mod client;
 pub mod envelope;
 pub mod outbox;
 pub mod payload;
+pub mod read;
 pub mod worker;
 
 use serde::{Deserialize, Serialize};

@@ -85,3 +85,18 @@ pub fn spawn_worker(config: &Config, pool: Pool) -> std::io::Result<()> {
     actix_web::rt::spawn(worker::run(pool, Arc::new(client), worker));
     Ok(())
 }
+
+/// Refreshes the outbox's gauges every 15 seconds, whatever the mode:
+/// documents pile up unsent when it is off too.
+pub fn spawn_metrics(config: &Config, pool: Pool) {
+    domain::fiscal::metrics::init(config.fiscal.alert_after_secs);
+    actix_web::rt::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(15));
+        loop {
+            tick.tick().await;
+            if let Err(e) = domain::fiscal::metrics::refresh(&pool).await {
+                tracing::debug!(error = %e, "fiscal gauges not refreshed");
+            }
+        }
+    });
+}

@@ -451,3 +451,34 @@ async fn write_offs_and_receipts_are_reported_as_stock_changes() {
         .collect();
     assert_eq!(ops, ["101", "102"]);
 }
+
+#[tokio::test]
+async fn two_processes_share_the_outbox_without_doubling() {
+    // Both processes run a worker; answers are slow or lost, so claims
+    // overlap with leases running out: still one FDN per invoice.
+    let sim = simulator(Faults {
+        latency_ms: 50,
+        timeout_rate: 0.3,
+        hold_ms: 1_500,
+        ..Faults::default()
+    });
+    let app = app_on(&sim).await;
+    let _other = app.second_process();
+    let shop = shop(&app, "KLA").await;
+    for _ in 0..10 {
+        sell(&app, &shop, 1).await;
+    }
+    all_accepted(&app, Duration::from_secs(60)).await;
+    let stats = sim_stats(&sim).await;
+    assert_eq!(stats["fdns_issued"], 10, "{stats}");
+    let client = app.pool.get().await.unwrap();
+    let claimers: i64 = client
+        .query_one(
+            "SELECT count(DISTINCT claimed_by) FROM fiscal_attempts",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(claimers >= 1);
+}

@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod envelope;
+pub mod metrics;
 pub mod outbox;
 pub mod payload;
 pub mod read;

@@ -33,6 +33,8 @@ pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Resu
     let port = listener.local_addr()?.port();
     let registry = Arc::new(Registry::new(pool.clone(), config.runtime()));
     crate::tuning::spawn(&registry, pool.clone(), &config);
+    crate::fiscal::spawn_worker(&config, pool.clone())?;
+    crate::fiscal::spawn_metrics(&config, pool.clone());
     let workers = match config.http.workers {
         0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
         n => n,

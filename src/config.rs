@@ -32,6 +32,96 @@ pub struct Config {
     pub marketing: MarketingConfig,
     #[serde(default)]
     pub sync: SyncConfig,
+    #[serde(default)]
+    pub fiscal: FiscalConfig,
+}
+
+/// Whether fiscal documents go to the tax authority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FiscalMode {
+    /// Documents are queued and never sent.
+    Off,
+    /// Documents are sent to EFRIS (or a simulator) at `fiscal.efris.url`.
+    Efris,
+}
+
+/// The fiscal outbox (`docs/fiscal.md`). Unset `mode` in development starts
+/// the simulator in-process; production refuses to start without it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct FiscalConfig {
+    pub mode: Option<FiscalMode>,
+    /// A document unfinished for longer than this raises the alert.
+    pub alert_after_secs: u64,
+    pub efris: EfrisConfig,
+}
+
+impl Default for FiscalConfig {
+    fn default() -> Self {
+        FiscalConfig {
+            mode: None,
+            alert_after_secs: 6 * 3600,
+            efris: EfrisConfig::default(),
+        }
+    }
+}
+
+/// The EFRIS device this service speaks as, and how the worker paces itself.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct EfrisConfig {
+    /// The interface's URL (`…/efrisws/ws/taapp/getInformation`).
+    pub url: String,
+    /// The taxpayer's TIN and business registration number.
+    pub tin: String,
+    pub brn: String,
+    pub app_id: String,
+    /// The interface version sent in `globalInfo.version`.
+    pub version: String,
+    pub user_name: String,
+    pub device_mac: String,
+    /// Each branch's EFRIS device number, by branch code.
+    pub devices: BTreeMap<String, String>,
+    /// The device number of documents of no branch or an unlisted one.
+    pub default_device_no: String,
+    /// The taxpayer's private key (PKCS#8 PEM) that signs every request.
+    pub private_key_path: Option<PathBuf>,
+    /// Whether contents are AES encrypted with the `T104` key.
+    pub encrypt: bool,
+    pub timeout_ms: u64,
+    pub lease_secs: u64,
+    pub idle_ms: u64,
+    pub batch: i64,
+    pub backoff_base_ms: u64,
+    pub backoff_cap_secs: u64,
+    /// Set when the URL is the simulator: receipts then say SIMULATED.
+    pub simulated: bool,
+}
+
+impl Default for EfrisConfig {
+    fn default() -> Self {
+        EfrisConfig {
+            url: String::new(),
+            tin: String::new(),
+            brn: String::new(),
+            app_id: "AP04".to_owned(),
+            version: "1.1.20191201".to_owned(),
+            user_name: "admin".to_owned(),
+            device_mac: "FFFFFFFFFFFF".to_owned(),
+            devices: BTreeMap::new(),
+            default_device_no: String::new(),
+            private_key_path: None,
+            encrypt: true,
+            timeout_ms: 10_000,
+            lease_secs: 60,
+            idle_ms: 500,
+            batch: 20,
+            backoff_base_ms: 1_000,
+            backoff_cap_secs: 600,
+            simulated: false,
+        }
+    }
 }
 
 /// The change feed's long polls.
@@ -234,6 +324,8 @@ pub enum ConfigError {
     DefaultSecretInProduction,
     #[error("invalid configuration: {0}")]
     OutOfRange(String),
+    #[error("refusing to start in production without `fiscal.mode` (off or efris)")]
+    FiscalModeUnset,
 }
 
 impl Config {
@@ -285,6 +377,26 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.env == AppEnv::Production && self.auth.jwt_secret == DEFAULT_JWT_SECRET {
             return Err(ConfigError::DefaultSecretInProduction);
+        }
+        if self.env == AppEnv::Production && self.fiscal.mode.is_none() {
+            return Err(ConfigError::FiscalModeUnset);
+        }
+        if self.env == AppEnv::Production
+            && self.fiscal.mode == Some(FiscalMode::Efris)
+            && self.fiscal.efris.private_key_path.is_none()
+        {
+            return Err(ConfigError::OutOfRange(
+                "fiscal.efris.private_key_path is required in production (the development key \
+                 signs only for the simulator)"
+                    .to_owned(),
+            ));
+        }
+        if self.fiscal.mode == Some(FiscalMode::Efris)
+            && self.fiscal.efris.lease_secs * 1000 <= self.fiscal.efris.timeout_ms
+        {
+            return Err(ConfigError::OutOfRange(
+                "fiscal.efris.lease_secs must outlast fiscal.efris.timeout_ms".to_owned(),
+            ));
         }
         self.database.validate()?;
         self.actors.validate()

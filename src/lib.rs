@@ -9,6 +9,8 @@ pub mod console;
 pub mod csv_export;
 pub mod db;
 pub mod devdb;
+pub mod fiscal;
+pub mod fiscal_sim;
 pub mod http;
 pub mod seed;
 pub mod seed_large;

@@ -1,4 +1,5 @@
-//! The one binary: `serve` (default), `migrate`, `create-admin`, `seed-demo`.
+//! The one binary: `serve` (default), `migrate`, `create-admin`, `seed-demo`,
+//! `fiscal-sim`.
 
 #![allow(
     clippy::print_stdout,
@@ -60,6 +61,32 @@ enum Command {
         #[arg(value_enum)]
         action: DevdbAction,
     },
+    /// A simulator of the tax authority's EFRIS interfaces (T101, T104,
+    /// T106, T109, T110, T130, T131) with fault injection; `GET /sim/stats`
+    /// counts what it received. Needs no database.
+    FiscalSim {
+        #[arg(long, default_value_t = 9880)]
+        port: u16,
+        /// Delay of every answer.
+        #[arg(long, default_value_t = 0)]
+        latency_ms: u64,
+        /// Share of calls answered 503.
+        #[arg(long, default_value_t = 0.0)]
+        fail_rate: f64,
+        /// Share of documents rejected.
+        #[arg(long, default_value_t = 0.0)]
+        reject_rate: f64,
+        /// Share of documents recorded but answered too late.
+        #[arg(long, default_value_t = 0.0)]
+        timeout_rate: f64,
+        /// How long a "timed out" answer is held.
+        #[arg(long, default_value_t = 30_000)]
+        hold_ms: u64,
+        /// The taxpayer's key (PEM, public or private) whose signatures it
+        /// accepts; the development key when omitted.
+        #[arg(long)]
+        key: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -96,6 +123,34 @@ type AnyError = Box<dyn std::error::Error>;
 async fn run(command: Command, config: Config) -> Result<(), AnyError> {
     if let Command::Devdb { action } = command {
         return devdb_command(action, &config).await;
+    }
+    if let Command::FiscalSim {
+        port,
+        latency_ms,
+        fail_rate,
+        reject_rate,
+        timeout_rate,
+        hold_ms,
+        key,
+    } = command
+    {
+        let faults = pharmacy::fiscal_sim::Faults {
+            latency_ms,
+            fail_rate,
+            reject_rate,
+            timeout_rate,
+            hold_ms,
+            ..Default::default()
+        };
+        let key = pharmacy::fiscal_sim::taxpayer_key(key.as_deref())?;
+        let listener = std::net::TcpListener::bind((config.http.host.as_str(), port))?;
+        println!(
+            "fiscal simulator on http://{}/efrisws/ws/taapp/getInformation (stats at /sim/stats)",
+            listener.local_addr()?
+        );
+        let sim = std::sync::Arc::new(pharmacy::fiscal_sim::Sim::new(key, faults));
+        pharmacy::fiscal_sim::start(sim, listener)?.await?;
+        return Ok(());
     }
     let (url, local) = database_url(&config).await?;
     let outcome = run_with_database(command, config.clone(), &url, local.is_some()).await;
@@ -178,9 +233,15 @@ async fn run_with_database(
             // The change feed's listener connects with the same URL.
             let mut config = config;
             config.database.url = Some(url.to_owned());
+            if let Some(sim) = pharmacy::fiscal::dev_simulator(&mut config)? {
+                devdb::announce(&format!(
+                    "fiscal documents go to the in-process EFRIS simulator at {sim} \
+                     (receipts say SIMULATED; set fiscal.mode to change it)"
+                ));
+            }
             app::serve(config, pool).await?;
         }
-        Command::Devdb { .. } => {}
+        Command::Devdb { .. } | Command::FiscalSim { .. } => {}
     }
     Ok(())
 }

@@ -429,6 +429,7 @@ async fn branch_sales<C: GenericClient + Sync>(
                 rev: 0,
                 created_at: r.get::<_, DateTime<Utc>>(2),
                 items: Vec::new(),
+                fiscal: None,
             }
         })
         .collect();

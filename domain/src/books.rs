@@ -258,6 +258,10 @@ pub struct FiscalPayload {
     pub totals: FiscalTotals,
     pub items: Vec<FiscalItem>,
     pub fiscalization: Fiscalization,
+    /// What the tax authority made of the document (absent for documents
+    /// older than the fiscal outbox).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fiscal: Option<crate::fiscal::read::FiscalStatus>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -373,6 +377,7 @@ pub async fn fiscal_payload<C: GenericClient + Sync>(c: &C, sale: Sale) -> Resul
             cost_at_sale: i.cost_at_sale,
         })
         .collect();
+    let status = crate::fiscal::read::status_of(c, crate::fiscal::Kind::T109, sale.id).await?;
     let doc = FiscalDoc {
         branch_id: sale.branch_id,
         customer_id: sale.customer_id,
@@ -383,7 +388,9 @@ pub async fn fiscal_payload<C: GenericClient + Sync>(c: &C, sale: Sale) -> Resul
         total: sale.total,
         items,
     };
-    fiscal_payload_of(c, doc).await
+    let mut payload = fiscal_payload_of(c, doc).await?;
+    payload.fiscal = status;
+    Ok(payload)
 }
 
 /// Builds the payload of a document (read-only): the seller from the
@@ -448,5 +455,6 @@ pub async fn fiscal_payload_of<C: GenericClient + Sync>(
             mode: "preview".to_owned(),
             note: FISCAL_NOTE.to_owned(),
         },
+        fiscal: None,
     })
 }

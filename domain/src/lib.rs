@@ -57,6 +57,7 @@ pub mod approvals;
 pub mod audit;
 pub mod books;
 pub mod dashboard;
+pub mod fiscal;
 pub mod reports;
 
 // Sync for tills, and per-branch tuning of the actor runtime

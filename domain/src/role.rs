@@ -118,6 +118,8 @@ pub enum Action {
     ReadStockValue,
     VerifyInvoiceChain,
     ReadAuditLog,
+    ReadFiscalDocuments,
+    RetryFiscalDocuments,
     ManageUsers,
     ManageAdminUsers,
     ManageDevices,
@@ -138,7 +140,7 @@ use Role::{
 
 impl Action {
     /// Every action, in the order of docs/roles.md's role matrix.
-    pub const ALL: [Action; 47] = [
+    pub const ALL: [Action; 49] = [
         Action::Sell,
         Action::OverridePrice,
         Action::ReturnSale,
@@ -175,6 +177,8 @@ impl Action {
         Action::ReadStockValue,
         Action::VerifyInvoiceChain,
         Action::ReadAuditLog,
+        Action::ReadFiscalDocuments,
+        Action::RetryFiscalDocuments,
         Action::ManageUsers,
         Action::ManageAdminUsers,
         Action::ManageDevices,
@@ -235,6 +239,10 @@ impl Action {
             Action::ReadReports | Action::VerifyInvoiceChain => &[A, BM, AU],
             Action::ReadStockValue => &[A, BM, IM, AU],
             Action::ReadAuditLog => &[A, AU],
+            // The tax authority's documents: the branch manager answers for
+            // the branch's, the auditor reads them, the manager re-sends.
+            Action::ReadFiscalDocuments => &[A, BM, AU],
+            Action::RetryFiscalDocuments => &[A, BM],
             Action::Push => &[A, C],
             Action::ManageAdminUsers
             | Action::ResolveConflicts
@@ -309,6 +317,12 @@ impl Action {
             }
             Action::VerifyInvoiceChain => "verify the invoice chain (`GET /sales/verify-chain`)",
             Action::ReadAuditLog => "read the audit log",
+            Action::ReadFiscalDocuments => {
+                "read fiscal documents and their summary (`GET /fiscal/*`)"
+            }
+            Action::RetryFiscalDocuments => {
+                "re-send a rejected fiscal document (`POST /fiscal/documents/{id}/retry`)"
+            }
             Action::ManageUsers => "list, create, edit, delete users; read another user",
             Action::ManageAdminUsers => "create, edit or delete an admin user",
             Action::ManageDevices => "register and revoke devices",
@@ -385,6 +399,7 @@ mod tests {
                             | Action::ReadStockValue
                             | Action::VerifyInvoiceChain
                             | Action::ReadAuditLog
+                            | Action::ReadFiscalDocuments
                             | Action::ReadTransfers
                             | Action::ReadGoodsReceived
                             | Action::ReadPurchaseOrders

@@ -22,6 +22,8 @@ pub enum Table {
     Customers,
     Devices,
     ExchangeRates,
+    FiscalAttempts,
+    FiscalDocuments,
     GoodsReceivedCharges,
     GoodsReceivedLines,
     GoodsReceivedNotes,

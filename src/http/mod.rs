@@ -14,6 +14,7 @@ pub mod devices;
 pub mod dispensing;
 pub mod docs;
 pub mod extract;
+pub mod fiscal;
 pub mod goods_received;
 pub mod health;
 pub mod marketing;
@@ -101,6 +102,7 @@ pub fn configure_api(cfg: &mut ServiceConfig) {
     returns::configure(cfg);
     write_offs::configure(cfg);
     supplier_returns::configure(cfg);
+    fiscal::configure(cfg);
     ops::configure(cfg);
     openapi::configure_api(cfg);
 }

@@ -51,6 +51,7 @@ mod rules;
         (name = "dashboard", description = "Today's figures and the branch comparison"),
         (name = "reports", description = "Sales, pharmacists, inventory, purchases and VAT"),
         (name = "ops", description = "Live actors and per-branch mailbox tuning (admin)"),
+        (name = "fiscal", description = "Fiscal documents for the tax authority (EFRIS)"),
     )
 )]
 pub struct ApiDoc;

@@ -75,7 +75,7 @@ pub async fn get(
 ) -> Result<HttpResponse> {
     let id = path_id(&id, "Sale")?;
     let client = state.pool.get().await?;
-    let sale = sales::get(&client, id)
+    let sale = sales::get_shown(&client, id)
         .await?
         .filter(|s| caller.can_see_branch(s.branch_id))
         .ok_or_else(|| Error::not_found("Sale not found"))?;

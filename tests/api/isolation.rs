@@ -337,6 +337,19 @@ async fn world() -> World {
     let user_b = app.user(b, Role::Pharmacist).await;
     of_b.insert("user", user_b.id.to_string());
     of_b.insert("branch", b.to_string());
+    let fiscal: String = {
+        let client = app.pool.get().await.unwrap();
+        let sale = Uuid::parse_str(&of_b["sale"]).unwrap();
+        client
+            .query_one(
+                "SELECT id::text FROM fiscal_documents WHERE kind = 'T109' AND source_id = $1",
+                &[&sale],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    };
+    of_b.insert("fiscal_document", fiscal);
     World {
         app,
         a,
@@ -378,6 +391,18 @@ fn isolation_cases(w: &World) -> Vec<Case> {
     let mut cases = vec![
         // B's objects by id in the path.
         case(Method::GET, format!("/sales/{}", w.b("sale")), None, ALL),
+        case(
+            Method::GET,
+            format!("/fiscal/documents/{}", w.b("fiscal_document")),
+            None,
+            REPORTS,
+        ),
+        case(
+            Method::POST,
+            format!("/fiscal/documents/{}/retry", w.b("fiscal_document")),
+            None,
+            MANAGERS,
+        ),
         case(
             Method::GET,
             format!("/compliance/fiscal-preview/{}", w.b("sale")),
@@ -537,6 +562,8 @@ fn isolation_cases(w: &World) -> Vec<Case> {
         "/reports/margins",
         "/goods-received",
         "/audit-log",
+        "/fiscal/documents",
+        "/fiscal/summary",
         "/compliance/devices",
         "/compliance/prescription-book",
         "/compliance/classified-drugs-book",
@@ -564,6 +591,7 @@ fn isolation_cases(w: &World) -> Vec<Case> {
             "/purchase-orders" => PO_READERS,
             "/sales/verify-chain" => REPORTS,
             "/audit-log" => AUDIT,
+            p if p.starts_with("/fiscal") => REPORTS,
             p if p.starts_with("/reports") => REPORTS,
             "/supplier-finance/invoices" => CATALOGUE,
             "/supplier-finance/reorder-suggestions" => QUARANTINE,
@@ -1331,6 +1359,10 @@ fn role_rules() -> Vec<Rule> {
         ),
         rule(M::GET, "/currency/branch", none(), ALL),
         rule(M::GET, "/audit-log", none(), AUDIT),
+        rule(M::GET, "/fiscal/documents", none(), REPORTS),
+        rule(M::GET, "/fiscal/documents/{rand}", none(), REPORTS),
+        rule(M::GET, "/fiscal/summary", none(), REPORTS),
+        rule(M::POST, "/fiscal/documents/{rand}/retry", none(), MANAGERS),
         rule(M::GET, "/ops/actors", none(), ADMIN),
         rule(M::GET, "/ops/actors/branches/{branch}", none(), ADMIN),
         rule(

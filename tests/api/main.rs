@@ -27,6 +27,7 @@ mod declared_limits;
 mod devdb;
 mod devices;
 mod errors;
+mod fiscal;
 mod fuzz_bodies;
 mod goods_received;
 mod group_writer;

@@ -145,5 +145,11 @@ fn production_refuses_the_default_jwt_secret() {
         Err(ConfigError::DefaultSecretInProduction)
     ));
     config.auth.jwt_secret = "a-real-secret-from-the-environment".to_owned();
+    // Production names its fiscal mode too (docs/fiscal.md).
+    assert!(matches!(
+        config.validate(),
+        Err(ConfigError::FiscalModeUnset)
+    ));
+    config.fiscal.mode = Some(pharmacy::config::FiscalMode::Off);
     assert!(config.validate().is_ok());
 }

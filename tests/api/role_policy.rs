@@ -439,6 +439,16 @@ fn probes(action: Action) -> Vec<Probe> {
         ],
         Action::VerifyInvoiceChain => vec![probe(M::GET, "/sales/verify-chain", None)],
         Action::ReadAuditLog => vec![probe(M::GET, "/audit-log", None)],
+        Action::ReadFiscalDocuments => vec![
+            probe(M::GET, "/fiscal/documents", None),
+            probe(M::GET, "/fiscal/documents/{rand}", None),
+            probe(M::GET, "/fiscal/summary", None),
+        ],
+        Action::RetryFiscalDocuments => vec![probe(
+            M::POST,
+            "/fiscal/documents/{rand}/retry",
+            b(json!({})),
+        )],
         Action::ManageUsers => vec![
             probe(M::GET, "/users", None),
             probe(M::GET, "/users/{rand}", None),

@@ -93,6 +93,11 @@ async fn a_sale_answers_201_with_invoice_and_totals() {
         )
         .await;
     assert_eq!(status, StatusCode::OK);
+    // The read adds the invoice's fiscal status (docs/fiscal.md); the rest
+    // is the sale as answered.
+    let mut again = again;
+    let fiscal = again.as_object_mut().unwrap().remove("fiscal").unwrap();
+    assert!(fiscal["status"].is_string(), "{fiscal}");
     assert_eq!(again, sale);
     let (_, second) = shop.sell(&shop.cashier, one(&m, 1)).await;
     assert_eq!(second["icv"], 2);

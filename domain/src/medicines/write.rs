@@ -325,6 +325,8 @@ pub async fn insert<C: GenericClient + Sync>(tx: &C, fields: Fields) -> Result<M
         .map_err(duplicate_barcode)?;
     let medicine = Medicine::from_row(&row);
     emit(tx, rev, &medicine, Op::Create).await?;
+    // Its goods registration for the tax authority.
+    crate::fiscal::outbox::register_goods(tx, &[medicine.id]).await?;
     Ok(medicine)
 }
 
@@ -344,6 +346,9 @@ pub async fn update<C: GenericClient + Sync>(
     let mut medicine = Medicine::from_row(&row);
     medicine.stock_quantity = crate::stock::on_hand(tx, id, None).await?;
     emit(tx, rev, &medicine, op).await?;
+    // A change the tax authority records (name, price, …) is registered
+    // again as the goods' next revision; other changes queue nothing.
+    crate::fiscal::outbox::register_goods(tx, &[medicine.id]).await?;
     Ok(Some(medicine))
 }
 

@@ -385,6 +385,11 @@ pub async fn fiscal_payload<C: GenericClient + Sync>(
         original_invoice_number: note.original_invoice_number,
         original_icv: note.original_icv,
         original_sale_id: note.sale_id,
-        payload: books::fiscal_payload_of(c, doc).await?,
+        payload: {
+            let mut p = books::fiscal_payload_of(c, doc).await?;
+            p.fiscal =
+                crate::fiscal::read::status_of(c, crate::fiscal::Kind::T110, note_id).await?;
+            p
+        },
     })
 }

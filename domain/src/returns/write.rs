@@ -514,6 +514,10 @@ pub async fn issue<C: GenericClient + Sync>(tx: &C, id: Uuid, issuer: Uuid) -> R
         payload: serde_json::to_value(&note).map_err(Error::internal)?,
     };
     writes.push(changes::append_unnest_stmt(vec![(rev, change)]));
+    // The credit note for the tax authority, in the same round trip.
+    writes.push(crate::fiscal::outbox::enqueue_stmt(&[
+        crate::fiscal::payload::credit_note(&note),
+    ]));
     let answers = db::pipeline(tx, &writes).await?;
     if answers.first().is_none_or(Vec::is_empty) {
         return Err(Error::internal("the return changed under its lock"));

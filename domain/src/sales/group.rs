@@ -40,6 +40,7 @@ use super::request::NewSale;
 use super::store::{self, Counter, Stored, Taken};
 use crate::db::{self, Stmt};
 use crate::error::{Error, Result};
+use crate::fiscal;
 use crate::stock;
 use crate::sync::changes::{self, Change, Op};
 
@@ -332,6 +333,9 @@ async fn write_run<C: GenericClient + Sync>(
         planned.iter().map(|p| (&p.sale, &p.overrides[..])),
     ));
     second.push(changes::append_unnest_stmt(feed));
+    // The run's invoices for the tax authority: one statement for all.
+    let invoices: Vec<_> = made.iter().map(|s| fiscal::payload::invoice(s)).collect();
+    second.push(fiscal::outbox::enqueue_stmt(&invoices));
     db::pipeline(tx, &second).await?;
     Ok(())
 }

@@ -52,7 +52,7 @@ mod write;
 pub use chain::{canonical, invoice_hash, verify_chain, ChainReport, GENESIS_HASH};
 pub use model::{Sale, SaleItem};
 pub use plan::standard_rate;
-pub use read::{get, list, ListFilter};
+pub use read::{get, get_shown, list, ListFilter};
 pub use request::{
     Line, NewSale, SaleLineRequest, SaleRequest, MAX_LINES, MAX_SCAN, PAYMENT_METHODS,
 };
@@ -333,6 +333,7 @@ mod tests {
             rev: 7,
             created_at: "2026-03-14T09:26:53.589793Z".parse().unwrap(),
             items: vec![a, b],
+            fiscal: None,
         }
     }
 

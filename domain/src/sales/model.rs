@@ -51,6 +51,10 @@ pub struct Sale {
     #[schema(value_type = String)]
     pub created_at: DateTime<Utc>,
     pub items: Vec<SaleItem>,
+    /// What the tax authority made of the sale's invoice (`GET /sales/{id}`
+    /// only; absent for sales older than the fiscal outbox).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fiscal: Option<crate::fiscal::read::FiscalStatus>,
 }
 
 /// One line of a sale as taken from one batch.

@@ -45,6 +45,7 @@ pub(super) fn sale_from_row(r: &Row) -> Sale {
         rev: r.get("rev"),
         created_at: r.get("created_at"),
         items: Vec::new(),
+        fiscal: None,
     }
 }
 
@@ -110,6 +111,15 @@ pub async fn get<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<Sale
     })
     .await?;
     Ok(with_items(c, rows).await?.into_iter().next())
+}
+
+/// One sale as `GET /sales/{id}` shows it: with its invoice's fiscal status.
+pub async fn get_shown<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<Sale>> {
+    let mut sale = get(c, id).await?;
+    if let Some(s) = sale.as_mut() {
+        s.fiscal = crate::fiscal::read::status_of(c, crate::fiscal::Kind::T109, s.id).await?;
+    }
+    Ok(sale)
 }
 
 /// Filters for a sales list.

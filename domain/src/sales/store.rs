@@ -82,6 +82,7 @@ pub(super) fn assemble(sale: &NewSale, counter: &Counter, t: Taken) -> Sale {
         rev: t.rev,
         created_at: t.created_at,
         items: t.items,
+        fiscal: None,
     };
     made.invoice_hash = invoice_hash(&made, t.created_at);
     made

@@ -17,6 +17,7 @@ use crate::coupons::{self, Coupon};
 use crate::customers;
 use crate::db::{self, Stmt, Tx};
 use crate::error::{Code, Error, Result};
+use crate::fiscal;
 use crate::stock;
 use crate::sync::changes::{self, Change, Op};
 
@@ -190,6 +191,11 @@ pub(super) async fn write<C: GenericClient + Sync>(tx: &C, plan: Plan<'_>) -> Re
     }
     let rx_to = writes.len();
     writes.push(changes::append_unnest_stmt(feed));
+    // The invoice for the tax authority, in the same transaction and round
+    // trip: the outbox's worker submits it after the commit.
+    writes.push(fiscal::outbox::enqueue_stmt(&[fiscal::payload::invoice(
+        &made,
+    )]));
     let answers = db::pipeline(tx, &writes).await?;
     // The prescription was locked and checked: every update finds its row.
     // Should one not, the CHECK on the lines has the last word, and the

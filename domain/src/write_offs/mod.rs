@@ -15,6 +15,7 @@
 //! and the destruction register), and here the request, its validation and
 //! the branch actor's command.
 
+use crate::fiscal;
 use crate::tables::Table;
 use std::collections::HashMap;
 
@@ -388,6 +389,18 @@ pub async fn record<C: GenericClient + Sync>(tx: &C, w: &NewWriteOff) -> Result<
         };
         stock::apply(tx, out).await?;
     }
+    // The stock decrease for the tax authority, with EFRIS's reason.
+    let gone: Vec<fiscal::payload::StockLine> = lines
+        .iter()
+        .map(|(b, q, _)| fiscal::payload::StockLine {
+            medicine_id: b.medicine_id,
+            quantity: *q,
+            unit_cost: b.unit_cost,
+        })
+        .collect();
+    let decrease =
+        fiscal::payload::stock_decrease(id, w.branch_id, &w.reason, &w.notes, Utc::now(), &gone);
+    fiscal::outbox::enqueue(tx, &[decrease]).await?;
     Ok(id)
 }
 

@@ -27,6 +27,7 @@ use uuid::Uuid;
 use crate::buying::received;
 use crate::db::{self, Pool};
 use crate::error::{Error, Result};
+use crate::fiscal;
 use crate::stock::{self, cost, Batch, Kind, NewBatch};
 use crate::{input, packs, scan, wire};
 use actors::runtime::Command;
@@ -234,6 +235,19 @@ impl Command for ReceivePurchase {
             user_id: d.user_id,
         };
         received::record_purchase(&tx, purchase).await?;
+        // The stock increase for the tax authority, with the receipt.
+        let increase = fiscal::payload::stock_increase(
+            batch.id,
+            batch.branch_id,
+            &parties.supplier_name,
+            batch.created_at,
+            &[fiscal::payload::StockLine {
+                medicine_id: batch.medicine_id,
+                quantity: batch.qty_received,
+                unit_cost: batch.unit_cost,
+            }],
+        );
+        fiscal::outbox::enqueue(&tx, &[increase]).await?;
         tx.commit().await?;
         Ok(answer(
             batch,

@@ -1,0 +1,484 @@
+//! The fiscal outbox against the EFRIS simulator: documents accepted with
+//! their identifiers, sales going on while the authority is down, one FDN
+//! per invoice whatever the faults, credit notes waiting for their
+//! invoice, and rejections shown with the authority's message.
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use domain::Role;
+use pharmacy::config::FiscalMode;
+use pharmacy::fiscal_sim::{self, Faults, Sim};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::common::TestApp;
+
+/// A simulator on its own thread; its base URL.
+pub fn simulator(faults: Faults) -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        actix_web::rt::System::new().block_on(async move {
+            let key = fiscal_sim::taxpayer_key(None).expect("dev key");
+            let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+            let port = listener.local_addr().expect("addr").port();
+            let server = fiscal_sim::start(Arc::new(Sim::new(key, faults)), listener).expect("sim");
+            tx.send(port).expect("send");
+            let _ = server.await;
+        })
+    });
+    format!("http://127.0.0.1:{}", rx.recv().expect("simulator started"))
+}
+
+/// An app whose outbox talks to the simulator at `sim`, quickly.
+pub async fn app_on(sim: &str) -> TestApp {
+    let url = format!("{sim}/efrisws/ws/taapp/getInformation");
+    TestApp::spawn_with(|c| {
+        c.fiscal.mode = Some(FiscalMode::Efris);
+        let e = &mut c.fiscal.efris;
+        e.url = url;
+        e.tin = "1000000000".to_owned();
+        e.default_device_no = "TEST-DEVICE".to_owned();
+        e.simulated = true;
+        e.idle_ms = 100;
+        e.timeout_ms = 1_000;
+        e.lease_secs = 3;
+        e.backoff_base_ms = 100;
+        e.backoff_cap_secs = 1;
+    })
+    .await
+}
+
+pub async fn sim_stats(sim: &str) -> Value {
+    reqwest::get(format!("{sim}/sim/stats"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+pub async fn sim_faults(sim: &str, faults: Value) {
+    let res = reqwest::Client::new()
+        .post(format!("{sim}/sim/config"))
+        .json(&faults)
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success());
+}
+
+/// A branch with an admin, a cashier and a medicine in stock.
+pub struct Shop {
+    pub branch: Uuid,
+    pub admin: String,
+    pub cashier: String,
+    pub medicine: Value,
+}
+
+pub async fn shop(app: &TestApp, code: &str) -> Shop {
+    let branch = app.branch(code).await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let (_, cashier) = app.signed_in(branch, Role::Cashier).await;
+    let medicine = app
+        .medicine(
+            &admin,
+            json!({"name": format!("Amoxicillin {code}"), "selling_price": 1500}),
+        )
+        .await;
+    app.receive(&admin, &medicine["id"], branch, 500, "2030-12-31")
+        .await;
+    Shop {
+        branch,
+        admin,
+        cashier,
+        medicine,
+    }
+}
+
+pub async fn sell(app: &TestApp, shop: &Shop, qty: i64) -> Value {
+    let body = json!({"items": [{"medicine_id": shop.medicine["id"], "quantity": qty}],
+                      "payment_method": "cash"});
+    let (status, sale) = app.post("/sales", &shop.cashier, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{sale}");
+    sale
+}
+
+/// The documents' statuses by kind and status.
+pub async fn counts(app: &TestApp) -> Vec<(String, String, i64)> {
+    let client = app.pool.get().await.unwrap();
+    client
+        .query(
+            "SELECT kind, status, count(*) FROM fiscal_documents GROUP BY 1, 2 ORDER BY 1, 2",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+}
+
+/// Waits until every document is accepted (or panics after `within`).
+pub async fn all_accepted(app: &TestApp, within: Duration) {
+    let start = Instant::now();
+    loop {
+        let c = counts(app).await;
+        if !c.is_empty() && c.iter().all(|(_, s, _)| s == "accepted") {
+            return;
+        }
+        assert!(start.elapsed() < within, "not all accepted: {c:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A document's row: status, fdn, verification code, qr, reference, error.
+pub async fn document(app: &TestApp, kind: &str, source: &Value) -> Value {
+    let client = app.pool.get().await.unwrap();
+    let id = Uuid::parse_str(source.as_str().unwrap()).unwrap();
+    let row = client
+        .query_one(
+            "SELECT status, fdn, verification_code, qr_code, reference_no, last_error, attempts
+             FROM fiscal_documents WHERE kind = $1 AND source_id = $2
+             ORDER BY revision DESC LIMIT 1",
+            &[&kind, &id],
+        )
+        .await
+        .unwrap();
+    json!({
+        "status": row.get::<_, String>(0),
+        "fdn": row.get::<_, Option<String>>(1),
+        "verification_code": row.get::<_, Option<String>>(2),
+        "qr_code": row.get::<_, Option<String>>(3),
+        "reference_no": row.get::<_, Option<String>>(4),
+        "last_error": row.get::<_, Option<String>>(5),
+        "attempts": row.get::<_, i32>(6),
+    })
+}
+
+async fn until_status(app: &TestApp, kind: &str, source: &Value, status: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let d = document(app, kind, source).await;
+        if d["status"] == status {
+            return d;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{kind} never {status}: {d}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_sale_is_accepted_with_an_fdn_within_seconds() {
+    let sim = simulator(Faults::default());
+    let app = app_on(&sim).await;
+    let shop = shop(&app, "KLA").await;
+    let sale = sell(&app, &shop, 2).await;
+    let doc = until_status(&app, "T109", &sale["id"], "accepted").await;
+    assert!(doc["fdn"].as_str().is_some_and(|f| !f.is_empty()), "{doc}");
+    assert!(doc["verification_code"].is_string(), "{doc}");
+    assert!(
+        doc["qr_code"].as_str().unwrap().starts_with("SIMULATED"),
+        "{doc}"
+    );
+    // The goods were registered and the receipt reported before the sale.
+    until_status(&app, "T130", &shop.medicine["id"], "accepted").await;
+    all_accepted(&app, Duration::from_secs(20)).await;
+    let stats = sim_stats(&sim).await;
+    assert_eq!(stats["fdns_issued"], 1, "{stats}");
+    let client = app.pool.get().await.unwrap();
+    let attempts: i64 = client
+        .query_one(
+            "SELECT count(*) FROM fiscal_attempts WHERE outcome = 'accepted'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(attempts >= 3, "an attempt row per document");
+}
+
+#[tokio::test]
+async fn with_the_authority_down_sales_go_on_and_every_invoice_gets_one_fdn_later() {
+    let sim = simulator(Faults {
+        fail_rate: 1.0,
+        ..Faults::default()
+    });
+    let app = app_on(&sim).await;
+    let shop = shop(&app, "KLA").await;
+    let started = Instant::now();
+    let mut sales = Vec::new();
+    for _ in 0..12 {
+        sales.push(sell(&app, &shop, 1).await);
+    }
+    // Sales do not wait for the authority (it answers 503 to everything).
+    assert!(started.elapsed() < Duration::from_secs(10));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let queued = counts(&app).await;
+    assert!(
+        queued.iter().all(|(_, s, _)| s != "accepted"),
+        "nothing accepted while down: {queued:?}"
+    );
+    sim_faults(&sim, json!({})).await;
+    all_accepted(&app, Duration::from_secs(30)).await;
+    let stats = sim_stats(&sim).await;
+    assert_eq!(stats["fdns_issued"], 12, "{stats}");
+    let client = app.pool.get().await.unwrap();
+    let distinct: i64 = client
+        .query_one(
+            "SELECT count(DISTINCT fdn) FROM fiscal_documents WHERE kind = 'T109'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(distinct, 12);
+}
+
+#[tokio::test]
+async fn an_answer_lost_to_a_timeout_never_yields_a_second_fdn() {
+    // Half the documents are recorded but answered after the client gave
+    // up; the resubmission carries the same seller reference.
+    let sim = simulator(Faults {
+        timeout_rate: 0.5,
+        hold_ms: 1_500,
+        ..Faults::default()
+    });
+    let app = app_on(&sim).await;
+    let shop = shop(&app, "KLA").await;
+    for _ in 0..8 {
+        sell(&app, &shop, 1).await;
+    }
+    all_accepted(&app, Duration::from_secs(60)).await;
+    let stats = sim_stats(&sim).await;
+    assert_eq!(stats["fdns_issued"], 8, "{stats}");
+}
+
+#[tokio::test]
+async fn an_already_received_answer_is_reconciled_by_a_query() {
+    let sim = simulator(Faults::default());
+    let app = app_on(&sim).await;
+    let shop = shop(&app, "KLA").await;
+    all_accepted(&app, Duration::from_secs(20)).await;
+    // The invoice's first answer is lost; the resend is told "already
+    // received" (not the first document).
+    sim_faults(
+        &sim,
+        json!({"timeout_rate": 1.0, "hold_ms": 1500, "repeat_as_error": true}),
+    )
+    .await;
+    let sale = sell(&app, &shop, 1).await;
+    let start = Instant::now();
+    while sim_stats(&sim).await["timeouts"] == 0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "never submitted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    sim_faults(&sim, json!({"repeat_as_error": true})).await;
+    let doc = until_status(&app, "T109", &sale["id"], "accepted").await;
+    assert!(doc["fdn"].is_string());
+    let stats = sim_stats(&sim).await;
+    assert_eq!(stats["fdns_issued"], 1, "{stats}");
+    let client = app.pool.get().await.unwrap();
+    let kinds: Vec<String> = client
+        .query(
+            "SELECT a.outcome FROM fiscal_attempts a JOIN fiscal_documents d ON d.id = a.document_id
+             WHERE d.kind = 'T109' ORDER BY a.attempt",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("duplicate"),
+        "{kinds:?}"
+    );
+    assert!(!kinds.iter().any(|k| k == "rejected"), "{kinds:?}");
+}
+
+#[tokio::test]
+async fn a_credit_note_waits_for_its_invoice() {
+    let sim = simulator(Faults {
+        fail_rate: 1.0,
+        ..Faults::default()
+    });
+    let app = app_on(&sim).await;
+    let shop = shop(&app, "KLA").await;
+    let sale = sell(&app, &shop, 3).await;
+    let (_, manager) = app.signed_in(shop.branch, Role::BranchManager).await;
+    let (status, note) = app
+        .post(
+            &format!("/sales/{}/returns", sale["id"].as_str().unwrap()),
+            &manager,
+            json!({"items": [{"sale_item_id": sale["items"][0]["id"], "quantity": 1}],
+                   "reason": "Wrong strength dispensed"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{note}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        document(&app, "T110", &note["id"]).await["status"],
+        "waiting"
+    );
+    sim_faults(&sim, json!({})).await;
+    let cn = until_status(&app, "T110", &note["id"], "accepted").await;
+    assert!(cn["reference_no"].is_string(), "{cn}");
+    all_accepted(&app, Duration::from_secs(20)).await;
+}
+
+#[tokio::test]
+async fn a_rejection_is_kept_with_the_authoritys_message() {
+    let sim = simulator(Faults::default());
+    let app = app_on(&sim).await;
+    let shop = shop(&app, "KLA").await;
+    all_accepted(&app, Duration::from_secs(20)).await;
+    sim_faults(&sim, json!({"reject_rate": 1.0})).await;
+    let sale = sell(&app, &shop, 1).await;
+    let doc = until_status(&app, "T109", &sale["id"], "rejected").await;
+    assert!(
+        doc["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("simulated rejection"),
+        "{doc}"
+    );
+    assert_eq!(doc["attempts"], 1, "a rejection is not retried: {doc}");
+    assert_eq!(sim_stats(&sim).await["fdns_issued"], 0);
+    // The sale shows it, with the authority's message.
+    let (_, shown) = app
+        .get(
+            &format!("/sales/{}", sale["id"].as_str().unwrap()),
+            &shop.cashier,
+        )
+        .await;
+    assert_eq!(shown["fiscal"]["status"], "rejected", "{shown}");
+    assert!(shown["fiscal"]["last_error"]
+        .as_str()
+        .unwrap()
+        .contains("simulated"));
+    // The documents page lists it; the manager re-sends it once corrected.
+    let (_, manager) = app.signed_in(shop.branch, Role::BranchManager).await;
+    let (status, page) = app
+        .get("/fiscal/documents?status=rejected&kind=T109", &manager)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(page["total"], 1, "{page}");
+    let id = page["items"][0]["id"].as_str().unwrap().to_owned();
+    let (status, detail) = app.get(&format!("/fiscal/documents/{id}"), &manager).await;
+    assert_eq!(status, StatusCode::OK, "{detail}");
+    assert_eq!(detail["attempts_log"][0]["outcome"], "rejected", "{detail}");
+    assert_eq!(detail["attempts_log"][0]["return_code"], "2124", "{detail}");
+    sim_faults(&sim, json!({})).await;
+    let (status, retried) = app
+        .post(
+            &format!("/fiscal/documents/{id}/retry"),
+            &manager,
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{retried}");
+    let doc = until_status(&app, "T109", &sale["id"], "accepted").await;
+    assert!(doc["fdn"].is_string());
+    let (_, shown) = app
+        .get(
+            &format!("/sales/{}", sale["id"].as_str().unwrap()),
+            &shop.cashier,
+        )
+        .await;
+    assert_eq!(shown["fiscal"]["status"], "accepted", "{shown}");
+    assert_eq!(shown["fiscal"]["fdn"], doc["fdn"]);
+    // An accepted document is not sent again.
+    let new_id = retried["id"].as_str().unwrap();
+    let (status, _) = app
+        .post(
+            &format!("/fiscal/documents/{new_id}/retry"),
+            &manager,
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, summary) = app.get("/fiscal/summary", &manager).await;
+    assert_eq!(status, StatusCode::OK, "{summary}");
+    let mine = summary["branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["branch_id"] == shop.branch.to_string())
+        .cloned()
+        .unwrap();
+    assert_eq!(mine["rejected"], 1, "{summary}");
+    assert_eq!(sim_stats(&sim).await["fdns_issued"], 1);
+}
+
+#[tokio::test]
+async fn write_offs_and_receipts_are_reported_as_stock_changes() {
+    let sim = simulator(Faults::default());
+    let app = app_on(&sim).await;
+    let shop = shop(&app, "KLA").await;
+    let client = app.pool.get().await.unwrap();
+    let batch: Uuid = client
+        .query_one("SELECT id FROM batches LIMIT 1", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let (status, w) = app
+        .post(
+            "/stock/write-offs",
+            &shop.admin,
+            json!({"branch_id": shop.branch, "reason": "expired",
+                   "items": [{"batch_id": batch, "quantity": 3}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{w}");
+    all_accepted(&app, Duration::from_secs(20)).await;
+    let ops: Vec<String> = client
+        .query(
+            "SELECT payload #>> '{goodsStockIn,operationType}' FROM fiscal_documents
+             WHERE kind = 'T131' ORDER BY created_at",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ops, ["101", "102"]);
+}
+
+#[tokio::test]
+async fn two_processes_share_the_outbox_without_doubling() {
+    // Both processes run a worker; answers are slow or lost, so claims
+    // overlap with leases running out: still one FDN per invoice.
+    let sim = simulator(Faults {
+        latency_ms: 50,
+        timeout_rate: 0.3,
+        hold_ms: 1_500,
+        ..Faults::default()
+    });
+    let app = app_on(&sim).await;
+    let _other = app.second_process();
+    let shop = shop(&app, "KLA").await;
+    for _ in 0..10 {
+        sell(&app, &shop, 1).await;
+    }
+    all_accepted(&app, Duration::from_secs(60)).await;
+    let stats = sim_stats(&sim).await;
+    assert_eq!(stats["fdns_issued"], 10, "{stats}");
+    let client = app.pool.get().await.unwrap();
+    let claimers: i64 = client
+        .query_one(
+            "SELECT count(DISTINCT claimed_by) FROM fiscal_attempts",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(claimers >= 1);
+}

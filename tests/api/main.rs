@@ -16,6 +16,7 @@ mod audit_log;
 mod auth;
 mod branch_controls;
 mod branches;
+mod buying_flow;
 mod compliance;
 mod console;
 mod console_browser;

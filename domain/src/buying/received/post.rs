@@ -19,6 +19,7 @@ use uuid::Uuid;
 use super::{read, GoodsReceivedLine, GoodsReceivedNote};
 use crate::db::{self, Pool};
 use crate::error::{Error, Result};
+use crate::fiscal;
 use crate::stock::{self, Kind, Movement, NewBatch};
 use crate::tables::Table;
 use actors::runtime::Command;
@@ -59,6 +60,27 @@ impl Command for PostNote {
             batches.push((line.id, stock_line(&tx, &note, line, self.user_id).await?));
         }
         mark_posted(&tx, &note, &batches, self.options, self.user_id).await?;
+        // The stock increase for the tax authority, with the posting.
+        let arrived: Vec<fiscal::payload::StockLine> = note
+            .lines
+            .iter()
+            .filter(|l| l.quantity_received > 0)
+            .map(|l| fiscal::payload::StockLine {
+                medicine_id: l.medicine_id,
+                quantity: l.quantity_received,
+                unit_cost: l.landed_unit_cost,
+            })
+            .collect();
+        let increase = fiscal::payload::stock_increase(
+            note.id,
+            note.branch_id,
+            &note.supplier_name,
+            chrono::Utc::now(),
+            &arrived,
+        );
+        if !arrived.is_empty() {
+            fiscal::outbox::enqueue(&tx, &[increase]).await?;
+        }
         let posted = read::get(&tx, note.id)
             .await?
             .ok_or_else(|| Error::internal("the note just posted vanished"))?;

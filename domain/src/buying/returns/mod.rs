@@ -29,10 +29,10 @@ use uuid::Uuid;
 
 use crate::db::{self, Pool, Stmt};
 use crate::error::{Error, Result};
-use crate::input;
 use crate::stock::{self, Kind, Movement};
 use crate::tables::Table;
 use crate::wire;
+use crate::{fiscal, input};
 use actors::runtime::Command;
 
 mod checks;
@@ -400,6 +400,19 @@ pub async fn record<C: GenericClient + Sync>(tx: &C, r: &NewSupplierReturn) -> R
         };
         stock::apply(tx, out).await?;
     }
+    // The stock decrease for the tax authority, with the return.
+    let gone: Vec<fiscal::payload::StockLine> = lines
+        .iter()
+        .map(|l| fiscal::payload::StockLine {
+            medicine_id: l.batch.medicine_id,
+            quantity: l.quantity,
+            unit_cost: l.batch.unit_cost,
+        })
+        .collect();
+    let remarks = format!("{} to {supplier_name}", debit_note_number(&code, seq));
+    let decrease =
+        fiscal::payload::stock_decrease(id, r.branch_id, "returned", &remarks, Utc::now(), &gone);
+    fiscal::outbox::enqueue(tx, &[decrease]).await?;
     Ok(id)
 }
 

@@ -177,6 +177,7 @@ fn status_schema() -> utoipa::openapi::schema::Schema {
 
 /// Goods received notes newest first, paged (20 per page by default).
 #[utoipa::path(tag = "buying", security(("bearer" = [])),
+    operation_id = "listGoodsReceivedNotes",
     params(NoteQuery, PageParams),
     responses((status = 200, body = Paged<GoodsReceivedNote>),
         (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -204,6 +205,7 @@ pub async fn list(
 
 /// One goods received note with its lines, charges and landed costs.
 #[utoipa::path(tag = "buying", security(("bearer" = [])),
+    operation_id = "getGoodsReceivedNote",
     params(("id" = String, Path)),
     responses((status = 200, body = GoodsReceivedNote),
         (status = 401, body = Problem, content_type = "application/problem+json"),

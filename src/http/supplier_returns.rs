@@ -129,6 +129,7 @@ pub struct SupplierReturnRegisterPage {
 /// controlled medicine in the window, newest first, with its batch,
 /// supplier, debit note, reason and the user who returned it.
 #[utoipa::path(tag = "compliance", security(("bearer" = [])),
+    operation_id = "getSupplierReturnsRegister",
     params(BookQuery, PageParams),
     responses((status = 200, content((SupplierReturnRegisterPage = "application/json"), (String = "text/csv"))),
         (status = 400, body = Problem, content_type = "application/problem+json"),

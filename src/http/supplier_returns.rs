@@ -15,7 +15,7 @@ use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::books;
 use domain::buying::returns::{
-    self, ListFilter, RegisterRow, SupplierReturn, SupplierReturnRequest,
+    self, ListFilter, SupplierReturn, SupplierReturnRegisterRow, SupplierReturnRequest,
 };
 use domain::error::Problem;
 use domain::{Action, Error, Result};
@@ -117,7 +117,7 @@ pub async fn get(
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SupplierReturnRegisterPage {
-    pub items: Vec<RegisterRow>,
+    pub items: Vec<SupplierReturnRegisterRow>,
     pub total: i64,
     pub page: i64,
     pub page_size: i64,

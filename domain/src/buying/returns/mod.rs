@@ -40,7 +40,7 @@ mod read;
 pub mod settle;
 
 pub use checks::invariant_violations;
-pub use read::{get, list, register, ListFilter, RegisterRow, REGISTER_NOTE};
+pub use read::{get, list, register, ListFilter, SupplierReturnRegisterRow, REGISTER_NOTE};
 
 /// Why stock goes back to its supplier.
 pub const REASONS: [&str; 5] = ["expired", "damaged", "recalled", "wrong_item", "other"];

@@ -165,7 +165,7 @@ pub async fn list<C: GenericClient + Sync>(
 
 /// One row of the register: a controlled medicine sent back to its supplier.
 #[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
-pub struct RegisterRow {
+pub struct SupplierReturnRegisterRow {
     /// The return line.
     #[schema(value_type = String)]
     pub id: Uuid,
@@ -203,7 +203,7 @@ pub async fn register<C: GenericClient + Sync>(
     c: &C,
     scope: books::Scope,
     paging: books::Paging,
-) -> Result<(Vec<RegisterRow>, i64)> {
+) -> Result<(Vec<SupplierReturnRegisterRow>, i64)> {
     let mut base = Query::select()
         .from_as(Table::SupplierReturnItems, "i")
         .join_as(
@@ -274,7 +274,7 @@ pub async fn register<C: GenericClient + Sync>(
     .await?;
     let items = rows
         .iter()
-        .map(|r: &Row| RegisterRow {
+        .map(|r: &Row| SupplierReturnRegisterRow {
             id: r.get("id"),
             supplier_return_id: r.get("supplier_return_id"),
             debit_note_number: r.get("debit_note_number"),

@@ -24,7 +24,9 @@
 # PORT+352 and the standby on PORT+353). The environment may say the same:
 # CLUSTER_PROCESSES, CLUSTER_BALANCE, CLUSTER_DIR, CLUSTER_PORT. The service
 # binary is PHARMACY_BIN, else target/release/pharmacy, else
-# target/debug/pharmacy. Other PHARMACY__* variables reach every process.
+# target/debug/pharmacy. Other PHARMACY__* variables reach every process;
+# fiscal documents queue unsent (PHARMACY__FISCAL__MODE=off) unless the
+# environment names a mode.
 #
 # It installs nothing: a missing program is named with its Debian package.
 # As root, PostgreSQL runs as the `postgres` system user (initdb refuses
@@ -251,7 +253,8 @@ start_process() { # index bin
         cd "$ROOT"
         export DATABASE_URL="$PRIMARY_URL" DATABASE_READ_URL="$STANDBY_URL" \
             HOST=127.0.0.1 PORT="$port" APP_ENV=production JWT_SECRET="$JWT_SECRET" \
-            PHARMACY__HTTP__TRUST_FORWARDED_FOR=true
+            PHARMACY__HTTP__TRUST_FORWARDED_FOR=true \
+            PHARMACY__FISCAL__MODE="${PHARMACY__FISCAL__MODE:-off}"
         setsid "$bin" serve >>"$DIR/log/p$i.log" 2>&1 </dev/null &
         echo $! >"$DIR/pids/p$i.pid"
     )

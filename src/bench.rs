@@ -66,7 +66,8 @@ pub async fn bench_reports(
         (t, c.user.branch_id)
     };
     let size = data_size(&client).await?;
-    let year_ago = year_ago(&client).await?;
+    let year_ago = day_back(&client, 364).await?;
+    let half_year_ago = day_back(&client, 182).await?;
     let idle = config.auth.console_lifetime();
     let console_admin = console_cookie(&client, Role::Admin, "HQ", idle).await?;
     let console_manager = console_cookie(&client, Role::BranchManager, "GEN01", idle).await?;
@@ -78,7 +79,7 @@ pub async fn bench_reports(
     actix_web::rt::spawn(running.server);
 
     let mut figures = Vec::new();
-    let mut all = cases(&admin, &manager, gen01, &year_ago);
+    let mut all = cases(&admin, &manager, gen01, (&year_ago, &half_year_ago));
     all.extend(console_cases(&console_admin, &console_manager, gen01));
     for (name, path, token) in all {
         figures.push(time(port, name, &path, token, calls).await?);
@@ -108,13 +109,13 @@ pub fn table(size: &DataSize, figures: &[Figure], calls: usize) -> String {
     out
 }
 
-/// The routes: chain-wide as an admin, one branch as its manager, and two
-/// year-long windows for comparison.
+/// The routes: chain-wide as an admin, one branch as its manager, and the
+/// year-long windows and past days the reports must answer fast.
 fn cases<'a>(
     admin: &'a str,
     manager: &'a str,
     branch: Uuid,
-    year_ago: &str,
+    (year_ago, half_year_ago): (&str, &str),
 ) -> Vec<(&'static str, String, &'a str)> {
     vec![
         (
@@ -160,6 +161,56 @@ fn cases<'a>(
             "vat, 12-month window",
             format!("/reports/vat?from_date={year_ago}"),
             admin,
+        ),
+        (
+            "sales, 12 months (manager)",
+            format!("/reports/sales?from_date={year_ago}"),
+            manager,
+        ),
+        (
+            "margins, 12 months",
+            format!("/reports/margins?from_date={year_ago}"),
+            admin,
+        ),
+        (
+            "margins by category, 12 mo",
+            format!("/reports/margins?from_date={year_ago}&group_by=category"),
+            admin,
+        ),
+        (
+            "margins by day, 12 months",
+            format!("/reports/margins?from_date={year_ago}&group_by=day"),
+            admin,
+        ),
+        (
+            "margins, 12 months (manager)",
+            format!("/reports/margins?from_date={year_ago}"),
+            manager,
+        ),
+        (
+            "stock valuation today",
+            "/reports/stock-valuation".into(),
+            admin,
+        ),
+        (
+            "stock valuation, year ago",
+            format!("/reports/stock-valuation?as_of={year_ago}"),
+            admin,
+        ),
+        (
+            "stock valuation, 6 mo ago",
+            format!("/reports/stock-valuation?as_of={half_year_ago}"),
+            admin,
+        ),
+        (
+            "valuation by category, 6 mo",
+            format!("/reports/stock-valuation?as_of={half_year_ago}&group_by=category"),
+            admin,
+        ),
+        (
+            "stock valuation (manager)",
+            format!("/reports/stock-valuation?as_of={half_year_ago}"),
+            manager,
         ),
     ]
 }
@@ -360,9 +411,10 @@ async fn data_size(c: &deadpool_postgres::Object) -> Result<DataSize> {
     })
 }
 
-/// The first day of the 365-day window ending today (organisation time zone).
-async fn year_ago(c: &deadpool_postgres::Object) -> Result<String> {
-    let q = sea_query::raw_query!(PostgresQueryBuilder, "SELECT (org_today() - 364)::text");
+/// The day `days` before today (organisation time zone): 364 gives the
+/// first day of the 365-day window ending today.
+async fn day_back(c: &deadpool_postgres::Object, days: i32) -> Result<String> {
+    let q = sea_query::raw_query!(PostgresQueryBuilder, "SELECT (org_today() - {days})::text");
     let row = db::raw_opt(c, &q.sql, q.values)
         .await?
         .ok_or_else(|| Error::internal("org_today returned no row"))?;

@@ -53,6 +53,7 @@ mod purchase_orders;
 mod purchases;
 mod read_replica;
 mod receiving_packs;
+mod report_summaries;
 mod reports;
 mod returns;
 mod role_policy;

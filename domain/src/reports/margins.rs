@@ -67,42 +67,34 @@ pub fn group_by(raw: Option<&str>) -> Result<String> {
 }
 
 /// The window's margins, grouped as `group`. Sale lines count on the day
-/// they were sold, credit notes on the day they were issued.
+/// they were sold, credit notes on the day they were issued: per medicine
+/// (and so per category) from `medicine_sales`, per day from `sales_days`.
 pub async fn margins<C: GenericClient + Sync>(
     c: &C,
     s: &Scope<'_>,
     group: &str,
 ) -> Result<MarginReport> {
     let w = s.window;
-    let (start, end, tz, branch, group_text) =
-        (w.start, w.end, w.tz.clone(), s.branch, group.to_owned());
+    let (from, to, branch, group_text) = (w.from, w.to, s.branch, group.to_owned());
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"WITH lines AS (
-               SELECT i.medicine_id, i.sold_at AS at, i.line_total - i.vat_amount AS revenue,
-                      i.quantity * i.cost_at_sale AS cost
-               FROM sale_items i
-               WHERE i.sold_at >= {start} AND i.sold_at < {end}
-                 AND ({branch}::uuid IS NULL OR i.branch_id = {branch})
+        r#"WITH keyed AS (
+               SELECT CASE {group_text} WHEN 'category' THEN coalesce(m.category, '')
+                                        ELSE m.id::text END AS key,
+                      CASE {group_text} WHEN 'category' THEN coalesce(m.category, '')
+                                        ELSE m.name END AS name,
+                      x.net AS revenue, x.cost
+               FROM medicine_sales({branch}::uuid, {from}::date, {to}::date) x
+               JOIN medicines m ON m.id = x.medicine_id
+               WHERE {group_text} <> 'day'
                UNION ALL
-               SELECT ri.medicine_id, r.issued_at, -(ri.line_total - ri.vat_amount),
-                      CASE WHEN ri.restocked THEN -ri.quantity * i.cost_at_sale ELSE 0 END
-               FROM sale_returns r
-               JOIN sale_return_items ri ON ri.return_id = r.id
-               JOIN sale_items i ON i.id = ri.sale_item_id
-               WHERE r.status = 'issued' AND r.issued_at >= {start} AND r.issued_at < {end}
-                 AND ({branch}::uuid IS NULL OR r.branch_id = {branch})),
-           keyed AS (
-               SELECT CASE {group_text}
-                        WHEN 'category' THEN coalesce(m.category, '')
-                        WHEN 'day' THEN to_char(l.at AT TIME ZONE {tz}, 'YYYY-MM-DD')
-                        ELSE m.id::text END AS key,
-                      CASE {group_text}
-                        WHEN 'category' THEN coalesce(m.category, '')
-                        WHEN 'day' THEN to_char(l.at AT TIME ZONE {tz}, 'YYYY-MM-DD')
-                        ELSE m.name END AS name,
-                      l.revenue, l.cost
-               FROM lines l JOIN medicines m ON m.id = l.medicine_id)
+               SELECT to_char(day, 'YYYY-MM-DD'), to_char(day, 'YYYY-MM-DD'),
+                      sum(taxable_0 + taxable_std), sum(cost)
+               FROM sales_days
+               WHERE {group_text} = 'day' AND day >= {from} AND day <= {to}
+                 AND ({branch}::uuid IS NULL OR branch_id = {branch})
+               GROUP BY day
+               HAVING sum(sale_lines) > 0 OR sum(return_lines) > 0)
            SELECT grouping(key), key, name, coalesce(round(sum(revenue), 2), 0),
                   coalesce(round(sum(cost), 2), 0)
            FROM keyed

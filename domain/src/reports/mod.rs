@@ -8,10 +8,12 @@ use rust_decimal::{Decimal, RoundingStrategy};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
+use crate::db;
 use crate::replica::Reads;
 use crate::window::ReportWindow;
 use crate::Result;
-use deadpool_postgres::Object;
+use deadpool_postgres::{GenericClient, Object};
+use sea_query::Values;
 
 /// A connection for the reports: a report may be a few seconds old, so they
 /// read from the streaming standby while it is within its lag bound, else
@@ -76,6 +78,28 @@ pub fn ratio_pct(part: Decimal, whole: Decimal) -> Decimal {
 pub struct Scope<'a> {
     pub window: &'a ReportWindow,
     pub branch: Option<Uuid>,
+}
+
+/// Where the report summaries (`sales_days`, `medicine_days`,
+/// `medicine_months`, written by triggers with the rows they sum) disagree
+/// with the ledger: one line per differing row, nothing when they agree.
+/// Part of the invariant checks.
+pub async fn summary_violations<C: GenericClient + Sync>(c: &C) -> Result<Vec<String>> {
+    let rows = db::raw_all(
+        c,
+        "SELECT d FROM report_summary_differences() d",
+        Values(Vec::new()),
+    )
+    .await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            format!(
+                "report summary differs from the ledger: {}",
+                r.get::<_, String>(0)
+            )
+        })
+        .collect())
 }
 
 fn first(rows: &[Row]) -> Result<&Row> {

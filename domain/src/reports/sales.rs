@@ -150,25 +150,26 @@ pub async fn sales<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Result<Sale
     })
 }
 
+/// Σ of the window's days in `sales_days`: sales less the credit notes
+/// issued in it.
 pub(super) async fn sales_totals<C: GenericClient + Sync>(
     c: &C,
     s: &Scope<'_>,
 ) -> Result<SalesTotals> {
-    let (start, end, branch) = (s.window.start, s.window.end, s.branch);
+    let (from, to, branch) = (s.window.from, s.window.to, s.branch);
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"SELECT s.n, s.revenue - r.total, s.vat - r.vat, s.subtotal - r.subtotal,
-                  coalesce(round((s.revenue - r.total) / nullif(s.n, 0), 2), 0), r.n, r.total
-           FROM (SELECT count(*)::bigint AS n, coalesce(sum(total), 0) AS revenue,
-                        coalesce(sum(vat), 0) AS vat, coalesce(sum(subtotal), 0) AS subtotal
-                 FROM sales
-                 WHERE created_at >= {start} AND created_at < {end}
-                   AND ({branch}::uuid IS NULL OR branch_id = {branch})) s,
-                (SELECT count(*)::bigint AS n, coalesce(sum(total), 0) AS total,
-                        coalesce(sum(vat), 0) AS vat, coalesce(sum(subtotal), 0) AS subtotal
-                 FROM sale_returns
-                 WHERE status = 'issued' AND issued_at >= {start} AND issued_at < {end}
-                   AND ({branch}::uuid IS NULL OR branch_id = {branch})) r"#
+        r#"SELECT n, revenue, vat, subtotal, coalesce(round(revenue / nullif(n, 0), 2), 0),
+                  returns_n, returns_total
+           FROM (SELECT coalesce(sum(sales_count), 0)::bigint AS n,
+                        coalesce(sum(sales_total - returns_total), 0) AS revenue,
+                        coalesce(sum(sales_vat - returns_vat), 0) AS vat,
+                        coalesce(sum(sales_subtotal - returns_subtotal), 0) AS subtotal,
+                        coalesce(sum(returns_count), 0)::bigint AS returns_n,
+                        coalesce(sum(returns_total), 0) AS returns_total
+                 FROM sales_days
+                 WHERE day >= {from} AND day <= {to}
+                   AND ({branch}::uuid IS NULL OR branch_id = {branch})) d"#
     );
     let rows = db::raw_all(c, &q.sql, q.values).await?;
     let r = first(&rows)?;
@@ -186,24 +187,18 @@ pub(super) async fn sales_totals<C: GenericClient + Sync>(
 /// Every day of the window, zero-filled by `generate_series`; each day's
 /// credit notes are taken off its total.
 pub(super) async fn by_day<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Result<Vec<DayTotal>> {
-    let w = s.window;
-    let (from, to, start, end, tz, branch) = (w.from, w.to, w.start, w.end, w.tz.clone(), s.branch);
+    let (from, to, branch) = (s.window.from, s.window.to, s.branch);
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"SELECT d::date, coalesce(x.n, 0)::bigint,
-                  coalesce(x.total, 0::numeric) - coalesce(r.total, 0::numeric),
-                  coalesce(r.total, 0::numeric)
+        r#"SELECT d::date, coalesce(x.n, 0)::bigint, coalesce(x.total, 0::numeric),
+                  coalesce(x.returns_total, 0::numeric)
            FROM generate_series({from}::date, {to}::date, interval '1 day') d
-           LEFT JOIN (SELECT (created_at AT TIME ZONE {tz})::date AS day, count(*) AS n, sum(total) AS total
-                      FROM sales
-                      WHERE created_at >= {start} AND created_at < {end}
+           LEFT JOIN (SELECT day, sum(sales_count) AS n, sum(sales_total - returns_total) AS total,
+                             sum(returns_total) AS returns_total
+                      FROM sales_days
+                      WHERE day >= {from} AND day <= {to}
                         AND ({branch}::uuid IS NULL OR branch_id = {branch})
-                      GROUP BY 1) x ON x.day = d::date
-           LEFT JOIN (SELECT (issued_at AT TIME ZONE {tz})::date AS day, sum(total) AS total
-                      FROM sale_returns
-                      WHERE status = 'issued' AND issued_at >= {start} AND issued_at < {end}
-                        AND ({branch}::uuid IS NULL OR branch_id = {branch})
-                      GROUP BY 1) r ON r.day = d::date
+                      GROUP BY day) x ON x.day = d::date
            ORDER BY 1"#
     );
     let rows = db::raw_all(c, &q.sql, q.values).await?;
@@ -224,21 +219,15 @@ pub(super) async fn by_payment<C: GenericClient + Sync>(
     c: &C,
     s: &Scope<'_>,
 ) -> Result<Vec<PaymentTotal>> {
-    let (start, end, branch) = (s.window.start, s.window.end, s.branch);
+    let (from, to, branch) = (s.window.from, s.window.to, s.branch);
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"SELECT coalesce(x.method, r.method), coalesce(x.n, 0)::bigint,
-                  coalesce(x.total, 0) - coalesce(r.total, 0), coalesce(r.total, 0)
-           FROM (SELECT payment_method AS method, count(*) AS n, sum(total) AS total
-                 FROM sales
-                 WHERE created_at >= {start} AND created_at < {end}
-                   AND ({branch}::uuid IS NULL OR branch_id = {branch})
-                 GROUP BY payment_method) x
-           FULL JOIN (SELECT refund_method AS method, sum(total) AS total
-                      FROM sale_returns
-                      WHERE status = 'issued' AND issued_at >= {start} AND issued_at < {end}
-                        AND ({branch}::uuid IS NULL OR branch_id = {branch})
-                      GROUP BY refund_method) r ON r.method = x.method
+        r#"SELECT method, sum(sales_count)::bigint, sum(sales_total - returns_total), sum(returns_total)
+           FROM sales_days
+           WHERE day >= {from} AND day <= {to}
+             AND ({branch}::uuid IS NULL OR branch_id = {branch})
+           GROUP BY method
+           HAVING sum(sales_count) > 0 OR sum(returns_count) > 0
            ORDER BY 3 DESC, 1"#
     );
     let rows = db::raw_all(c, &q.sql, q.values).await?;
@@ -253,36 +242,19 @@ pub(super) async fn by_payment<C: GenericClient + Sync>(
         .collect())
 }
 
-/// Lines (which carry their sale's time and branch), less the lines of
-/// the window's credit notes, are aggregated per medicine first; only the
-/// top ten meet the catalogue.
+/// Lines sold less lines credited per medicine (`medicine_sales`: whole
+/// months from the monthly summary, the days around them from the daily
+/// one); only the top ten meet the catalogue.
 pub(super) async fn top_selling<C: GenericClient + Sync>(
     c: &C,
     s: &Scope<'_>,
 ) -> Result<Vec<TopMedicine>> {
-    let (start, end, branch, limit) = (s.window.start, s.window.end, s.branch, TOP_SELLING);
+    let (from, to, branch, limit) = (s.window.from, s.window.to, s.branch, TOP_SELLING);
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
         r#"SELECT x.medicine_id, m.name, x.quantity, x.revenue, round(x.cost, 2),
                   round(x.net, 2), round(x.net, 2) - round(x.cost, 2)
-           FROM (SELECT medicine_id, sum(quantity)::bigint AS quantity,
-                        sum(revenue) AS revenue, sum(net) AS net, sum(cost) AS cost
-                 FROM (SELECT medicine_id, quantity, line_total AS revenue,
-                              line_total - vat_amount AS net, quantity * cost_at_sale AS cost
-                       FROM sale_items
-                       WHERE sold_at >= {start} AND sold_at < {end}
-                         AND ({branch}::uuid IS NULL OR branch_id = {branch})
-                       UNION ALL
-                       SELECT ri.medicine_id, -ri.quantity, -ri.line_total,
-                              -(ri.line_total - ri.vat_amount),
-                              CASE WHEN ri.restocked THEN -ri.quantity * i.cost_at_sale
-                                   ELSE 0 END
-                       FROM sale_returns r
-                       JOIN sale_return_items ri ON ri.return_id = r.id
-                       JOIN sale_items i ON i.id = ri.sale_item_id
-                       WHERE r.status = 'issued' AND r.issued_at >= {start} AND r.issued_at < {end}
-                         AND ({branch}::uuid IS NULL OR r.branch_id = {branch})) l
-                 GROUP BY medicine_id) x
+           FROM medicine_sales({branch}::uuid, {from}::date, {to}::date) x
            JOIN medicines m ON m.id = x.medicine_id
            ORDER BY x.revenue DESC, m.name, x.medicine_id
            LIMIT {limit}"#

@@ -1,19 +1,16 @@
-//! What the stock is worth at the end of a day, from the movement ledger:
-//! each batch's units are the sum of its movements up to that moment and
-//! are valued at the batch's cost, fixed when it was received (a batch
-//! received by the pack is worth its share of what its receipt cost, to
-//! the cent: `batch_value`). So a past day answers what the books said
-//! then, whatever happened since.
+//! What the stock is worth at the end of a day, from the movement ledger
+//! (through its summaries): each batch's units at that moment, valued at
+//! the batch's cost, fixed when it was received (a batch received by the
+//! pack is worth its share of what its receipt cost). So a past day
+//! answers what the books said then, whatever happened since.
 
 use chrono::NaiveDate;
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
 use serde::Serialize;
-use tokio_postgres::Row;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::first;
 use crate::error::Result;
 use crate::input;
 use crate::window::ReportWindow;
@@ -76,10 +73,20 @@ pub fn group_by(raw: Option<&str>) -> Result<String> {
 }
 
 /// The valuation at the end of `day.to` (the window's `end`), for one
-/// branch or the chain, grouped as `group`. Expiry counts by the day
-/// valued (a batch expiring that day is still sellable on it, as at the
-/// counter); quarantine is the batch's status now (the ledger has no
-/// history of it).
+/// branch or the chain, grouped as `group`.
+///
+/// Units and value per medicine are the stock held now (the batches'
+/// remaining units, which the ledger sums to) less what moved after that
+/// day (`medicine_stock_moved_after`: day rows for the rest of its month,
+/// month rows after), so a day a year back reads about twelve rows per
+/// medicine and branch rather than a year of movements. A unit is worth
+/// its batch's unit value unrounded (`batch_unit_value`); each group is
+/// rounded to the cent once, and the totals add the rounded groups up.
+///
+/// The expired and quarantined parts are per batch from the ledger, for
+/// the few batches they can concern: expired by the day valued (a batch
+/// expiring that day is still sellable on it, as at the counter), or
+/// quarantined or recalled now (the ledger has no history of status).
 pub async fn stock_valuation<C: GenericClient + Sync>(
     c: &C,
     day: &ReportWindow,
@@ -89,55 +96,69 @@ pub async fn stock_valuation<C: GenericClient + Sync>(
     let (end, as_of, by_category) = (day.end, day.to, group == "category");
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"WITH held AS (
-               SELECT m.batch_id, sum(m.qty)::bigint AS qty
-               FROM stock_movements m
-               WHERE m.created_at < {end} AND ({branch}::uuid IS NULL OR m.branch_id = {branch})
-               GROUP BY m.batch_id
-               HAVING sum(m.qty) <> 0),
+        r#"WITH now_held AS (
+               SELECT b.medicine_id, b.qty_remaining::bigint AS qty,
+                      b.qty_remaining * batch_unit_value(b.unit_cost, b.received_total, b.qty_received)
+                        AS value
+               FROM batches b
+               WHERE b.qty_remaining <> 0 AND ({branch}::uuid IS NULL OR b.branch_id = {branch})),
+           held AS (
+               SELECT medicine_id, sum(qty)::bigint AS qty, sum(value) AS value
+               FROM (SELECT medicine_id, qty, value FROM now_held
+                     UNION ALL
+                     SELECT medicine_id, -qty, -value
+                     FROM medicine_stock_moved_after({branch}::uuid, {as_of}::date)) x
+               GROUP BY medicine_id
+               HAVING sum(qty) <> 0),
+           flagged AS (
+               SELECT b.medicine_id,
+                      sum(q.qty * batch_unit_value(b.unit_cost, b.received_total, b.qty_received))
+                        FILTER (WHERE b.expiry_date < {as_of}) AS expired,
+                      sum(q.qty * batch_unit_value(b.unit_cost, b.received_total, b.qty_received))
+                        FILTER (WHERE b.expiry_date >= {as_of}) AS held_back
+               FROM batches b
+               CROSS JOIN LATERAL (SELECT sum(m.qty) AS qty FROM stock_movements m
+                                   WHERE m.batch_id = b.id AND m.created_at < {end}) q
+               WHERE (b.expiry_date < {as_of} OR b.regulator_status IN ('quarantined', 'recalled'))
+                 AND ({branch}::uuid IS NULL OR b.branch_id = {branch})
+                 AND q.qty <> 0
+               GROUP BY b.medicine_id),
            valued AS (
                SELECT CASE WHEN {by_category} THEN coalesce(md.category, '')
                            ELSE md.id::text END AS key,
                       CASE WHEN {by_category} THEN coalesce(md.category, '')
                            ELSE md.name END AS name,
-                      h.qty,
-                      batch_value(h.qty::int, b.unit_cost, b.received_total, b.qty_received)
-                        AS value,
-                      b.expiry_date < {as_of} AS expired,
-                      b.regulator_status IN ('quarantined', 'recalled') AS held_back
+                      h.qty, h.value, coalesce(f.expired, 0) AS expired,
+                      coalesce(f.held_back, 0) AS held_back
                FROM held h
-               JOIN batches b ON b.id = h.batch_id
-               JOIN medicines md ON md.id = b.medicine_id)
-           SELECT grouping(key), key, name, sum(qty)::bigint, round(sum(value), 2),
-                  round(coalesce(sum(value) FILTER (WHERE expired), 0), 2),
-                  round(coalesce(sum(value) FILTER (WHERE held_back AND NOT expired), 0), 2)
+               JOIN medicines md ON md.id = h.medicine_id
+               LEFT JOIN flagged f ON f.medicine_id = h.medicine_id)
+           SELECT key, name, sum(qty)::bigint, round(sum(value), 2), round(sum(expired), 2),
+                  round(sum(held_back), 2)
            FROM valued
-           GROUP BY GROUPING SETS ((key, name), ())
-           ORDER BY 1 DESC, 5 DESC, 3, 2"#
+           GROUP BY key, name
+           ORDER BY 4 DESC, 2, 1"#
     );
     let rows = db::raw_all(c, &q.sql, q.values).await?;
-    let totals = first(&rows)?;
-    let row = |r: &Row| ValuationRow {
-        key: r.get::<_, Option<String>>(1).unwrap_or_default(),
-        name: r.get::<_, Option<String>>(2).unwrap_or_default(),
-        quantity: r.get::<_, Option<i64>>(3).unwrap_or_default(),
-        value: r.get::<_, Option<Decimal>>(4).unwrap_or_default(),
-        expired_value: r.get(5),
-        quarantined_value: r.get(6),
-    };
-    let total = row(totals);
+    let items: Vec<ValuationRow> = rows
+        .iter()
+        .map(|r| ValuationRow {
+            key: r.get::<_, Option<String>>(0).unwrap_or_default(),
+            name: r.get::<_, Option<String>>(1).unwrap_or_default(),
+            quantity: r.get(2),
+            value: r.get(3),
+            expired_value: r.get(4),
+            quarantined_value: r.get(5),
+        })
+        .collect();
     Ok(StockValuation {
         as_of,
         branch_id: branch,
         group_by: group.to_owned(),
-        items: rows
-            .iter()
-            .filter(|r| r.get::<_, i32>(0) == 0)
-            .map(row)
-            .collect(),
-        total_quantity: total.quantity,
-        total_value: total.value,
-        expired_value: total.expired_value,
-        quarantined_value: total.quarantined_value,
+        total_quantity: items.iter().map(|i| i.quantity).sum(),
+        total_value: items.iter().map(|i| i.value).sum(),
+        expired_value: items.iter().map(|i| i.expired_value).sum(),
+        quarantined_value: items.iter().map(|i| i.quarantined_value).sum(),
+        items,
     })
 }

@@ -1,6 +1,6 @@
 //! The VAT report: taxable amounts and VAT collected by month.
 
-use chrono::{Datelike, NaiveDate};
+use chrono::NaiveDate;
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
 use serde::Serialize;
@@ -59,45 +59,25 @@ pub struct VatReport {
     pub totals: VatFigures,
 }
 
-/// Each month of the window is one range of the lines' time index, summed
-/// on its own (no per-line month bucketing, no sort), less the lines of the
-/// credit notes issued in that month; the `()` grouping set adds the
-/// months up.
+/// The window's days of `sales_days` (their lines' figures, credit notes
+/// already subtracted) summed per calendar month; the `()` grouping set
+/// adds the months up.
 pub async fn vat<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Result<VatReport> {
     let w = s.window;
-    let (from, start, end, tz, branch) = (w.from, w.start, w.end, w.tz.clone(), s.branch);
-    // An integer series of known length keeps the planner's row estimate
-    // (and so its cost, and JIT) honest.
-    let months =
-        (w.to.year() * 12 + w.to.month() as i32) - (from.year() * 12 + from.month() as i32) + 1;
+    let (from, to, branch) = (w.from, w.to, s.branch);
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"SELECT grouping(k.month), k.month,
-                  coalesce(sum(a.taxable_0), 0) - coalesce(sum(r.taxable_0), 0),
-                  coalesce(sum(a.taxable_18), 0) - coalesce(sum(r.taxable_18), 0),
-                  coalesce(sum(a.vat), 0) - coalesce(sum(r.vat), 0),
-                  coalesce(sum(a.grand), 0) - coalesce(sum(r.grand), 0)
-           FROM (SELECT to_char(m, 'YYYY-MM') AS month,
-                        greatest({start}::timestamptz, m AT TIME ZONE {tz}) AS lo,
-                        least({end}::timestamptz, (m + interval '1 month') AT TIME ZONE {tz}) AS hi
-                 FROM (SELECT date_trunc('month', {from}::date::timestamp) + make_interval(months => i) AS m
-                       FROM generate_series(0, {months}::int - 1) i) ms) k
-           CROSS JOIN LATERAL (
-                 SELECT sum(line_total - vat_amount) FILTER (WHERE vat_rate = 0) AS taxable_0,
-                        sum(line_total - vat_amount) FILTER (WHERE vat_rate > 0) AS taxable_18,
-                        sum(vat_amount) AS vat, sum(line_total) AS grand, count(*) AS lines
-                 FROM sale_items
-                 WHERE sold_at >= k.lo AND sold_at < k.hi
-                   AND ({branch}::uuid IS NULL OR branch_id = {branch})) a
-           CROSS JOIN LATERAL (
-                 SELECT sum(ri.line_total - ri.vat_amount) FILTER (WHERE ri.vat_rate = 0) AS taxable_0,
-                        sum(ri.line_total - ri.vat_amount) FILTER (WHERE ri.vat_rate > 0) AS taxable_18,
-                        sum(ri.vat_amount) AS vat, sum(ri.line_total) AS grand, count(*) AS lines
-                 FROM sale_returns cn JOIN sale_return_items ri ON ri.return_id = cn.id
-                 WHERE cn.status = 'issued' AND cn.issued_at >= k.lo AND cn.issued_at < k.hi
-                   AND ({branch}::uuid IS NULL OR cn.branch_id = {branch})) r
-           WHERE a.lines > 0 OR r.lines > 0
-           GROUP BY GROUPING SETS ((k.month), ())
+        r#"SELECT grouping(month), month, coalesce(sum(taxable_0), 0), coalesce(sum(taxable_std), 0),
+                  coalesce(sum(line_vat), 0), coalesce(sum(line_total), 0)
+           FROM (SELECT to_char(day, 'YYYY-MM') AS month, sum(taxable_0) AS taxable_0,
+                        sum(taxable_std) AS taxable_std, sum(line_vat) AS line_vat,
+                        sum(line_total) AS line_total
+                 FROM sales_days
+                 WHERE day >= {from} AND day <= {to}
+                   AND ({branch}::uuid IS NULL OR branch_id = {branch})
+                 GROUP BY 1
+                 HAVING sum(sale_lines) > 0 OR sum(return_lines) > 0) m
+           GROUP BY GROUPING SETS ((month), ())
            ORDER BY 1 DESC, 2 DESC"#
     );
     let rows = db::raw_all(c, &q.sql, q.values).await?;

@@ -571,5 +571,6 @@ pub async fn invariant_violations<C: GenericClient + Sync>(c: &C) -> Result<Vec<
     let rows = db::raw_all(c, &q.sql, q.values).await?;
     let mut broken: Vec<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
     broken.extend(crate::buying::invariant_violations(c).await?);
+    broken.extend(crate::reports::summary_violations(c).await?);
     Ok(broken)
 }

@@ -90,7 +90,14 @@ impl Sim {
                 key: AesKey::random(),
                 answers: HashMap::new(),
                 fdns: HashMap::new(),
-                next_fdn: 1,
+                // FDNs of one simulator run start at its start time in
+                // microseconds: a database that outlives a simulator (the
+                // development service restarted on its own database, the
+                // bench's servers one after another) never meets the same
+                // FDN twice, which its unique index would refuse forever.
+                next_fdn: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| u64::try_from(d.as_micros()).unwrap_or(1)),
             }),
             taxpayer,
         }
@@ -431,7 +438,7 @@ fn record(s: &mut State, code: &str, reference: &str, content: &Value) -> (Value
     *s.stats.documents.entry(code.to_owned()).or_default() += 1;
     let reply = match code {
         "T109" => {
-            let fdn = format!("3{:011}", s.next_fdn);
+            let fdn = format!("3{:016}", s.next_fdn);
             s.next_fdn += 1;
             let vc: String = {
                 let mut rng = rand::thread_rng();

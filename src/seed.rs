@@ -483,7 +483,7 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
             ("tax_number", tin.into()),
             ("lead_time_days", lead.into()),
         ];
-        suppliers.push(domain::suppliers::insert(tx, fields).await?.id);
+        suppliers.push((domain::suppliers::insert(tx, fields).await?.id, name));
     }
     let mut customers = Vec::new();
     for (i, (name, phone, limit)) in [
@@ -545,10 +545,11 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
                 lots = vec![(today + Duration::days(200), 4)]; // low stock
             }
             for (k, (expiry, qty)) in lots.into_iter().enumerate() {
+                let (supplier_id, supplier_name) = suppliers[(n + k) % suppliers.len()];
                 let batch = NewBatch {
                     medicine_id: medicine,
                     branch_id: branch,
-                    supplier_id: Some(suppliers[(n + k) % suppliers.len()]),
+                    supplier_id: Some(supplier_id),
                     batch_number: format!("LOT-{}-{:03}", n, k + 1),
                     expiry_date: expiry,
                     manufacturing_date: Some(expiry - Duration::days(730)),
@@ -560,7 +561,20 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
                     notes: String::new(),
                     user_id: user,
                 };
-                stock::receive(tx, batch, Kind::In, None).await?;
+                let batch = stock::receive(tx, batch, Kind::In, None).await?;
+                // Reported to the tax authority like a posted receipt.
+                let increase = domain::fiscal::payload::stock_increase(
+                    batch.id,
+                    batch.branch_id,
+                    supplier_name,
+                    batch.created_at,
+                    &[domain::fiscal::payload::StockLine {
+                        medicine_id: batch.medicine_id,
+                        quantity: batch.qty_received,
+                        unit_cost: batch.unit_cost,
+                    }],
+                );
+                domain::fiscal::outbox::enqueue(tx, &[increase]).await?;
             }
         }
         for day in (0..30).rev() {

@@ -1,6 +1,7 @@
 //! Fault suite: two server processes on one database, a server killed with
-//! SIGKILL mid-push and mid-payment-storm, PostgreSQL restarted under load,
-//! and a slow database. After each, every invariant holds and nothing that
+//! SIGKILL mid-push and mid-payment-storm, a server killed with SIGKILL
+//! while it submits fiscal documents, PostgreSQL restarted under load, and
+//! a slow database. After each, every invariant holds and nothing that
 //! was acknowledged is missing.
 //!
 //! `cargo test --test faults` runs the CI-sized version (it is part of
@@ -331,6 +332,8 @@ struct Server {
     port: u16,
     url: String,
     secret: String,
+    /// Settings of this process beyond the common ones (kept on restart).
+    env: Vec<(String, String)>,
 }
 
 fn free_port() -> u16 {
@@ -343,6 +346,10 @@ fn free_port() -> u16 {
 
 impl Server {
     fn start(url: &str, secret: &str, port: u16) -> Server {
+        Server::start_with(url, secret, port, Vec::new())
+    }
+
+    fn start_with(url: &str, secret: &str, port: u16, env: Vec<(String, String)>) -> Server {
         let log = std::fs::File::create(
             std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
                 .join(format!("faults-server-{port}.log")),
@@ -361,6 +368,7 @@ impl Server {
             .env("PHARMACY__ACTORS__ARBITERS", "1")
             .env("PHARMACY__HTTP__SHUTDOWN_TIMEOUT_SECS", "1")
             .env("PHARMACY__LOG__LEVEL", "warn")
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -371,6 +379,7 @@ impl Server {
             port,
             url: url.to_owned(),
             secret: secret.to_owned(),
+            env,
         }
     }
 
@@ -403,7 +412,7 @@ impl Server {
     }
 
     fn restart(&mut self) {
-        *self = Server::start(&self.url, &self.secret, self.port);
+        *self = Server::start_with(&self.url, &self.secret, self.port, self.env.clone());
     }
 }
 
@@ -951,4 +960,214 @@ async fn a_parked_poll_wakes_when_a_separate_server_process_commits() {
             "{page}"
         );
     }
+}
+
+/// An EFRIS simulator on its own thread, shared by the server processes;
+/// its base URL.
+fn fiscal_simulator(faults: pharmacy::fiscal_sim::Faults) -> String {
+    use pharmacy::fiscal_sim::{self, Sim};
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        actix_web::rt::System::new().block_on(async move {
+            let key = fiscal_sim::taxpayer_key(None).unwrap();
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let server =
+                fiscal_sim::start(std::sync::Arc::new(Sim::new(key, faults)), listener).unwrap();
+            tx.send(port).unwrap();
+            let _ = server.await;
+        })
+    });
+    format!("http://127.0.0.1:{}", rx.recv().unwrap())
+}
+
+/// The settings of a server process whose outbox worker talks to the
+/// simulator at `sim`: small claims, so both processes hold documents at
+/// once, and a lease short enough for the test.
+fn fiscal_env(sim: &str) -> Vec<(String, String)> {
+    [
+        ("MODE", "efris".to_owned()),
+        (
+            "EFRIS__URL",
+            format!("{sim}/efrisws/ws/taapp/getInformation"),
+        ),
+        // Quoted: figment reads a bare number as an integer.
+        ("EFRIS__TIN", "\"1000000000\"".to_owned()),
+        ("EFRIS__DEFAULT_DEVICE_NO", "FAULT-DEVICE".to_owned()),
+        ("EFRIS__SIMULATED", "true".to_owned()),
+        ("EFRIS__IDLE_MS", "100".to_owned()),
+        ("EFRIS__BATCH", "4".to_owned()),
+        ("EFRIS__TIMEOUT_MS", "3000".to_owned()),
+        ("EFRIS__LEASE_SECS", "4".to_owned()),
+        ("EFRIS__BACKOFF_BASE_MS", "200".to_owned()),
+        ("EFRIS__BACKOFF_CAP_SECS", "2".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (format!("PHARMACY__FISCAL__{k}"), v))
+    .collect()
+}
+
+#[tokio::test]
+async fn a_server_killed_mid_submission_loses_no_fiscal_document_and_doubles_none() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
+    let sales = size(24, 120);
+    // Every answer comes 1.5 s after the simulator recorded the document
+    // (within the client's 3 s): a kill in that window leaves documents the
+    // authority issued but this side never recorded.
+    let sim = fiscal_simulator(pharmacy::fiscal_sim::Faults {
+        timeout_rate: 1.0,
+        hold_ms: 1_500,
+        ..pharmacy::fiscal_sim::Faults::default()
+    });
+    let app = TestApp::spawn().await;
+    let kla = app.branch("KLA").await;
+    let (_, admin) = app.signed_in(kla, Role::Admin).await;
+    let (_, cashier) = app.signed_in(kla, Role::Cashier).await;
+    let medicine = app
+        .medicine(&admin, json!({"name": "Paracetamol", "selling_price": 500}))
+        .await;
+    app.receive(&admin, &medicine["id"], kla, 10_000, "2035-12-31")
+        .await;
+    // Sales queue their invoices; the test's own app runs no worker.
+    for _ in 0..sales {
+        let (status, sale) = app
+            .post(
+                "/sales",
+                &cashier,
+                json!({"items": [{"medicine_id": medicine["id"], "quantity": 1}],
+                       "payment_method": "cash"}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{sale}");
+    }
+    let url = app.config.database.url.clone().unwrap();
+    let secret = app.config.auth.jwt_secret.clone();
+    let mut victim = Server::start_with(&url, &secret, free_port(), fiscal_env(&sim));
+    let survivor = Server::start_with(&url, &secret, free_port(), fiscal_env(&sim));
+    victim.ready().await;
+    survivor.ready().await;
+    let scalar = |sql: String| {
+        let pool = app.pool.clone();
+        async move {
+            let client = pool.get().await.unwrap();
+            client.query_one(&sql, &[]).await.unwrap().get::<_, i64>(0)
+        }
+    };
+    // Kill the victim while it holds invoices it has sent.
+    let pid = victim.child.id();
+    let mine = format!("claimed_by LIKE '%:{pid}:%'");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while scalar(format!(
+        "SELECT count(*) FROM fiscal_documents WHERE kind = 'T109' AND status = 'submitting' AND {mine}"
+    ))
+    .await
+        == 0
+    {
+        assert!(Instant::now() < deadline, "the victim never claimed an invoice");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Long enough for its requests to reach the simulator, well within
+    // the 1.5 s the answers are held.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let held: Vec<Uuid> = app
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query(
+            &format!("SELECT id FROM fiscal_documents WHERE status = 'submitting' AND {mine}"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    victim.kill();
+
+    // The survivor takes the victim's documents once their lease runs out.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let unfinished =
+            scalar("SELECT count(*) FROM fiscal_documents WHERE status <> 'accepted'".to_owned())
+                .await;
+        if unfinished == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{unfinished} documents never accepted"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let invoices =
+        scalar("SELECT count(*) FROM fiscal_documents WHERE kind = 'T109'".to_owned()).await;
+    let documents = scalar("SELECT count(*) FROM fiscal_documents".to_owned()).await;
+    let fdns = scalar(
+        "SELECT count(DISTINCT fdn) FROM fiscal_documents WHERE kind = 'T109' AND fdn IS NOT NULL"
+            .to_owned(),
+    )
+    .await;
+    assert_eq!(invoices, sales as i64, "one invoice per sale");
+    assert_eq!(fdns, invoices, "exactly one FDN per invoice");
+    // Taken over: documents the victim held when it died, finished by the
+    // survivor (the victim's own attempt was never recorded).
+    let taken_over: i64 = app
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query_one(
+            &format!(
+                "SELECT count(DISTINCT a.document_id) FROM fiscal_attempts a
+                 WHERE a.document_id = ANY($1) AND a.claimed_by NOT LIKE '%:{pid}:%'
+                   AND a.outcome IN ('accepted', 'duplicate')"
+            ),
+            &[&held],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let unrecorded_claims = scalar(
+        "SELECT count(*) FROM fiscal_documents d
+         WHERE NOT EXISTS (SELECT 1 FROM fiscal_attempts a
+                           WHERE a.document_id = d.id AND a.outcome IN ('accepted', 'duplicate'))"
+            .to_owned(),
+    )
+    .await;
+    assert_eq!(
+        unrecorded_claims, 0,
+        "every document has its accepted attempt"
+    );
+    let http = client();
+    let stats: Value = http
+        .get(format!("{sim}/sim/stats"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    // Nothing doubled at the authority: one document per row, one FDN per
+    // invoice, the victim's resent documents answered as repeats.
+    assert_eq!(stats["fdns_issued"], invoices, "{stats}");
+    let recorded: i64 = stats["documents"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_i64().unwrap())
+        .sum();
+    assert_eq!(recorded, documents, "{stats}");
+    assert!(stats["repeats"].as_i64().unwrap() >= 1, "{stats}");
+    assert!(
+        taken_over >= 1,
+        "the survivor finished the victim's documents"
+    );
+    drop(survivor);
+    eprintln!(
+        "faults: SIGKILL mid-submission with {} documents in flight; {documents} documents \
+         ({invoices} invoices) all accepted, {taken_over} taken over by the survivor; \
+         simulator: {stats}",
+        held.len()
+    );
 }

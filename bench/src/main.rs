@@ -28,6 +28,7 @@
 )]
 
 mod api;
+mod fiscal;
 mod load;
 mod pg;
 mod prep;
@@ -62,6 +63,9 @@ const SCENARIOS: &[&str] = &[
     "reads",
     "snapshot",
     "overload",
+    "fiscal-up",
+    "fiscal-down",
+    "fiscal-slow",
 ];
 
 #[derive(Parser, Debug)]
@@ -71,8 +75,10 @@ const SCENARIOS: &[&str] = &[
 )]
 struct Cli {
     /// Scenarios to run: payments, sales, sales+pull, sales-hot, push,
-    /// reads, snapshot, overload; `all` for every one; `smoke` for a short correctness run
-    /// of every one (small data, no baseline, no targets).
+    /// reads, snapshot, overload, fiscal-up, fiscal-down, fiscal-slow
+    /// (`fiscal` for those three: sales with the tax authority's simulator
+    /// up, down and slow); `all` for every one; `smoke` for a short
+    /// correctness run of every one (small data, no baseline, no targets).
     #[arg(required = true)]
     scenarios: Vec<String>,
     /// Timed seconds per scenario (after the warm-up).
@@ -338,8 +344,9 @@ async fn run(mut cli: Cli) -> Result<bool> {
     for s in &cli.scenarios {
         match s.as_str() {
             "all" | "smoke" => chosen.extend(SCENARIOS.iter().map(|s| s.to_string())),
+            "fiscal" => chosen.extend(fiscal::SCENARIOS.iter().map(|s| s.to_string())),
             s if SCENARIOS.contains(&s) => chosen.push(s.to_owned()),
-            other => bail!("unknown scenario {other}; one of {SCENARIOS:?}, all, smoke"),
+            other => bail!("unknown scenario {other}; one of {SCENARIOS:?}, fiscal, all, smoke"),
         }
     }
     chosen.dedup();
@@ -512,6 +519,9 @@ async fn measure(
             if r.scenario == "sales+pull" && !smoke {
                 against_sales_alone(&mut r, &reports);
             }
+            if fiscal::is_fiscal(&r.scenario) && r.scenario != "fiscal-up" && !smoke {
+                fiscal::against_up(&mut r, &reports);
+            }
             print_report(&r);
             let file = match mailbox {
                 Some(m) => format!("{name}-mailbox-{m}.json"),
@@ -617,7 +627,7 @@ async fn scenario(
     let writes = matches!(
         name,
         "payments" | "sales" | "sales+pull" | "sales-hot" | "push" | "overload"
-    );
+    ) || fiscal::is_fiscal(name);
     let clients = match name {
         "push" => world.devices.len(),
         "snapshot" => cli.snapshot_clients.max(1),
@@ -631,6 +641,14 @@ async fn scenario(
     let log = match mailbox {
         Some(m) => out.join(format!("server-{name}-mailbox-{m}.log")),
         None => out.join(format!("server-{name}.log")),
+    };
+    // The fiscal scenarios' tax authority: a simulator up, slow, or none.
+    let authority = if fiscal::is_fiscal(name) {
+        let a = fiscal::start(bin, name, out.join(format!("sim-{name}.log"))).await?;
+        env.extend(a.env());
+        Some(a)
+    } else {
+        None
     };
     say(&format!(
         "\n== {name}{}: {clients} clients, {} s warm-up, {} s timed",
@@ -699,6 +717,13 @@ async fn scenario(
                 })
                 .await
             }
+            // The `sales` load; only the authority behind the server differs.
+            "fiscal-up" | "fiscal-down" | "fiscal-slow" => {
+                drive(clients, window, |i, w| {
+                    scenarios::sales(i, ctx.clone(), w, false)
+                })
+                .await
+            }
             "sales+pull" => {
                 let sell = drive(clients, window, |i, w| {
                     scenarios::sales(i, ctx.clone(), w, false)
@@ -741,6 +766,19 @@ async fn scenario(
     };
     let log_tail = server.log_tail();
     server.stop().await?;
+    let mut counters: BTreeMap<String, u64> = outcome
+        .as_ref()
+        .map(|o| {
+            o.counters
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(a) = authority {
+        a.stop().await;
+        counters.extend(fiscal::invoices(pool).await?);
+    }
     let outcome = outcome?;
     let secs = window.measured_secs();
 
@@ -805,7 +843,7 @@ async fn scenario(
             },
         ));
         invariant_violations = Some(broken);
-        if matches!(name, "sales" | "sales-hot" | "push") {
+        if matches!(name, "sales" | "sales-hot" | "push") || fiscal::is_fiscal(name) {
             checks.push(chains_hold(pool).await?);
         }
         let after = effect_count(pool, name).await?;
@@ -1006,11 +1044,7 @@ async fn scenario(
         invariant_violations,
         checks,
         targets,
-        counters: outcome
-            .counters
-            .iter()
-            .map(|(k, v)| (k.to_string(), *v))
-            .collect(),
+        counters,
         server_env: env,
         service_metrics: actor_metrics,
         statements,

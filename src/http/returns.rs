@@ -12,6 +12,7 @@ use crate::auth::Caller;
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::error::Problem;
+use domain::printing::receipt::Receipt;
 use domain::returns::{self, CreditNote, CreditNoteFiscalPayload, ListFilter, ReturnRequest};
 use domain::window::{day_of, DateWindow, Day};
 use domain::{Action, Error, Result};
@@ -24,6 +25,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(for_sale)
         .service(list)
         .service(get)
+        .service(receipt)
         .service(fiscal_preview);
 }
 
@@ -181,11 +183,36 @@ pub async fn get(
 ) -> Result<HttpResponse> {
     let id = path_id(&id, "Return")?;
     let client = state.pool.get().await?;
-    let note = returns::get(&client, id)
+    let note = returns::get_shown(&client, id)
         .await?
         .filter(|n| caller.can_see_branch(n.branch_id))
         .ok_or_else(|| Error::not_found("Return not found"))?;
     Ok(HttpResponse::Ok().json(note))
+}
+
+/// An issued credit note ready to print: its lines and totals, the
+/// original invoice number, and the tax authority's reference once the
+/// credit note is accepted (`fiscal.pending` and a "Fiscal document
+/// pending" line until then). A return not issued is 404.
+#[utoipa::path(tag = "returns", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The credit note (return) id")),
+    responses((status = 200, body = Receipt),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[get("/returns/{id}/receipt")]
+pub async fn receipt(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<HttpResponse> {
+    let id = path_id(&id, "Credit note")?;
+    let client = state.pool.get().await?;
+    let note = returns::get_shown(&client, id)
+        .await?
+        .filter(|n| caller.can_see_branch(n.branch_id) && n.status == "issued")
+        .ok_or_else(|| Error::not_found("Credit note not found"))?;
+    let printed = domain::printing::receipt::of_credit_note(&client, note).await?;
+    Ok(HttpResponse::Ok().json(printed))
 }
 
 /// The fiscal payload of an issued credit note, read-only: the sale's

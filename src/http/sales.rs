@@ -10,6 +10,7 @@ use crate::auth::{Caller, Signed};
 use crate::http::extract::{path_id, Json, PageParams, Paged, Query};
 use crate::state::AppState;
 use domain::error::Problem;
+use domain::printing::receipt::Receipt;
 use domain::returns::{self, CreditNoteChain};
 use domain::sales::{self, ChainReport, Sale, SaleRequest};
 use domain::window::{day_of, DateWindow, Day};
@@ -22,6 +23,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(list)
         .service(create)
         .service(verify_chain)
+        .service(receipt)
         .service(get);
 }
 
@@ -80,6 +82,30 @@ pub async fn get(
         .filter(|s| caller.can_see_branch(s.branch_id))
         .ok_or_else(|| Error::not_found("Sale not found"))?;
     Ok(HttpResponse::Ok().json(sale))
+}
+
+/// The sale's receipt, ready to print: its lines and totals, and the tax
+/// authority's FDN, verification code and QR code once the invoice is
+/// accepted (`fiscal.pending` and a "Fiscal document pending" line until
+/// then).
+#[utoipa::path(tag = "sales", security(("bearer" = [])),
+    params(("id" = String, Path)),
+    responses((status = 200, body = Receipt), (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[get("/sales/{id}/receipt")]
+pub async fn receipt(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<HttpResponse> {
+    let id = path_id(&id, "Sale")?;
+    let client = state.pool.get().await?;
+    let sale = sales::get_shown(&client, id)
+        .await?
+        .filter(|s| caller.can_see_branch(s.branch_id))
+        .ok_or_else(|| Error::not_found("Sale not found"))?;
+    let printed = domain::printing::receipt::of_sale(&client, sale).await?;
+    Ok(HttpResponse::Ok().json(printed))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

@@ -482,3 +482,232 @@ async fn two_processes_share_the_outbox_without_doubling() {
         .get(0);
     assert!(claimers >= 1);
 }
+
+/// The feed's changes after `since` matching `entity` and `id`, waiting up
+/// to 20 s for one to settle.
+async fn feed_update(app: &TestApp, token: &str, since: i64, entity: &str, id: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let (status, feed) = app
+            .get(&format!("/sync/changes?since={since}&limit=5000"), token)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{feed}");
+        if let Some(c) = feed["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["entity"] == entity && c["entity_id"] == id && c["op"] == "update")
+        {
+            return c.clone();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no {entity} update for {id} in the feed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn receipts_print_pending_then_the_fdn_and_the_feed_brings_it_to_the_tills() {
+    let sim = simulator(Faults {
+        fail_rate: 1.0,
+        ..Faults::default()
+    });
+    let app = app_on(&sim).await;
+    let shop = shop(&app, "KLA").await;
+    let sale = sell(&app, &shop, 3).await;
+    let sale_id = sale["id"].as_str().unwrap().to_owned();
+    let (_, manager) = app.signed_in(shop.branch, Role::BranchManager).await;
+    let (status, note) = app
+        .post(
+            &format!("/sales/{sale_id}/returns"),
+            &manager,
+            json!({"items": [{"sale_item_id": sale["items"][0]["id"], "quantity": 1}],
+                   "reason": "Wrong strength dispensed"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{note}");
+    let note_id = note["id"].as_str().unwrap().to_owned();
+
+    // The authority is down: both print "pending", with no identifiers.
+    let (status, receipt) = app
+        .get(&format!("/sales/{sale_id}/receipt"), &shop.cashier)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{receipt}");
+    assert_eq!(receipt["document_type"], "receipt");
+    assert_eq!(receipt["number"], sale["invoice_number"]);
+    assert_eq!(receipt["total"], "4500.00", "{receipt}");
+    assert_eq!(receipt["lines"][0]["quantity"], 3, "{receipt}");
+    assert_eq!(receipt["fiscal"]["pending"], true, "{receipt}");
+    assert_eq!(receipt["fiscal"]["fdn"], Value::Null);
+    assert_eq!(receipt["fiscal"]["qr_code"], Value::Null);
+    assert_eq!(
+        receipt["fiscal"]["lines"],
+        json!(["Fiscal document pending"])
+    );
+    let (status, shown) = app.get(&format!("/returns/{note_id}"), &shop.cashier).await;
+    assert_eq!(status, StatusCode::OK, "{shown}");
+    assert_eq!(shown["fiscal"]["status"], "waiting", "{shown}");
+    assert_eq!(shown["fiscal"]["reference_no"], Value::Null);
+    let (status, printed) = app
+        .get(&format!("/returns/{note_id}/receipt"), &shop.cashier)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{printed}");
+    assert_eq!(printed["document_type"], "credit_note");
+    assert_eq!(printed["original_invoice_number"], sale["invoice_number"]);
+    assert_eq!(printed["total"], "1500.00", "{printed}");
+    assert_eq!(printed["fiscal"]["pending"], true, "{printed}");
+    assert_eq!(
+        printed["fiscal"]["lines"],
+        json!(["Fiscal document pending"])
+    );
+    let (_, feed) = app.get("/sync/changes?limit=5000", &shop.cashier).await;
+    let since = feed["max_rev"].as_i64().unwrap();
+
+    // The authority is back: the identifiers are printed and pulled.
+    sim_faults(&sim, json!({})).await;
+    all_accepted(&app, Duration::from_secs(30)).await;
+    let invoice = document(&app, "T109", &sale["id"]).await;
+    let fdn = invoice["fdn"].as_str().unwrap().to_owned();
+    let (_, receipt) = app
+        .get(&format!("/sales/{sale_id}/receipt"), &shop.cashier)
+        .await;
+    assert_eq!(receipt["fiscal"]["pending"], false, "{receipt}");
+    assert_eq!(receipt["fiscal"]["status"], "accepted");
+    assert_eq!(receipt["fiscal"]["fdn"], fdn.as_str());
+    assert_eq!(
+        receipt["fiscal"]["verification_code"],
+        invoice["verification_code"]
+    );
+    assert_eq!(receipt["fiscal"]["qr_code"], invoice["qr_code"]);
+    assert_eq!(receipt["fiscal"]["simulated"], true);
+    assert_eq!(
+        receipt["fiscal"]["lines"],
+        json!([
+            format!("FDN: {fdn}"),
+            format!(
+                "Verification code: {}",
+                invoice["verification_code"].as_str().unwrap()
+            ),
+            "SIMULATED - not issued by URA"
+        ])
+    );
+    let credit = document(&app, "T110", &note["id"]).await;
+    let reference = credit["reference_no"].as_str().unwrap().to_owned();
+    let (_, shown) = app.get(&format!("/returns/{note_id}"), &shop.cashier).await;
+    assert_eq!(shown["fiscal"]["status"], "accepted", "{shown}");
+    assert_eq!(shown["fiscal"]["reference_no"], reference.as_str());
+    assert!(shown["fiscal"]["accepted_at"].is_string(), "{shown}");
+    assert_eq!(shown["fiscal"]["last_error"], Value::Null);
+    let (_, printed) = app
+        .get(&format!("/returns/{note_id}/receipt"), &shop.cashier)
+        .await;
+    assert_eq!(printed["fiscal"]["pending"], false, "{printed}");
+    assert!(
+        printed["fiscal"]["lines"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(format!("EFRIS reference: {reference}"))),
+        "{printed}"
+    );
+
+    // The till pulls the sale and the credit note again, with identifiers.
+    let change = feed_update(&app, &shop.cashier, since, "sale", &sale_id).await;
+    assert_eq!(change["branch_id"], shop.branch.to_string());
+    assert_eq!(change["payload"]["fiscal"]["fdn"], fdn.as_str(), "{change}");
+    assert_eq!(
+        change["payload"]["fiscal"]["verification_code"],
+        invoice["verification_code"]
+    );
+    assert_eq!(change["payload"]["fiscal"]["qr_code"], invoice["qr_code"]);
+    assert_eq!(change["payload"]["rev"], change["rev"], "{change}");
+    assert_eq!(change["payload"]["items"][0]["quantity"], 3, "{change}");
+    let change = feed_update(&app, &shop.cashier, since, "credit_note", &note_id).await;
+    assert_eq!(
+        change["payload"]["fiscal"]["reference_no"],
+        reference.as_str(),
+        "{change}"
+    );
+    // And GET /sales/{id} carries the same rev as the feed's change.
+    let (_, shown) = app.get(&format!("/sales/{sale_id}"), &shop.cashier).await;
+    assert_eq!(shown["fiscal"]["fdn"], fdn.as_str());
+    // Another branch's cashier sees neither receipt.
+    let other = app.branch("EBB").await;
+    let (_, stranger) = app.signed_in(other, Role::Cashier).await;
+    let (status, _) = app
+        .get(&format!("/sales/{sale_id}/receipt"), &stranger)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = app
+        .get(&format!("/returns/{note_id}/receipt"), &stranger)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_pushed_sale_reaches_the_till_again_with_its_fdn() {
+    let sim = simulator(Faults::default());
+    let app = app_on(&sim).await;
+    let shop = shop(&app, "KLA").await;
+    let (status, device) = app
+        .post(
+            "/devices",
+            &shop.admin,
+            json!({"name": "Till 1", "branch_id": shop.branch}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{device}");
+    let (_, feed) = app.get("/sync/changes?limit=5000", &shop.cashier).await;
+    let since = feed["max_rev"].as_i64().unwrap();
+    let (status, pushed) = app
+        .post(
+            "/sync/push",
+            &shop.cashier,
+            json!({"device_id": device["id"], "changes": [
+                {"client_mutation_id": "till-sale-1", "entity": "sale", "op": "create",
+                 "payload": {"items": [{"medicine_id": shop.medicine["id"], "quantity": 1}],
+                             "payment_method": "cash"}}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{pushed}");
+    let sale_id = pushed["accepted"][0]["id"].as_str().unwrap().to_owned();
+    let doc = until_status(&app, "T109", &json!(sale_id), "accepted").await;
+    let change = feed_update(&app, &shop.cashier, since, "sale", &sale_id).await;
+    assert_eq!(change["payload"]["fiscal"]["fdn"], doc["fdn"], "{change}");
+    assert_eq!(change["payload"]["fiscal"]["qr_code"], doc["qr_code"]);
+}
+
+#[tokio::test]
+async fn every_document_of_the_demo_chain_is_accepted_by_the_simulator() {
+    // What `serve` in development shows after the README's run command:
+    // the demo chain seeded the same way, its outbox drained by the
+    // simulator with nothing left waiting, retrying or rejected.
+    let sim = simulator(Faults::default());
+    let app = app_on(&sim).await;
+    assert!(pharmacy::seed::seed_demo(&app.pool).await.unwrap());
+    let queued = counts(&app).await;
+    for kind in ["T109", "T130", "T131"] {
+        assert!(
+            queued.iter().any(|(k, _, n)| k == kind && *n > 0),
+            "the demo queues {kind}: {queued:?}"
+        );
+    }
+    all_accepted(&app, Duration::from_secs(240)).await;
+    let client = app.pool.get().await.unwrap();
+    let (sales, invoices): (i64, i64) = {
+        let r = client
+            .query_one(
+                "SELECT (SELECT count(*) FROM sales),
+                        (SELECT count(*) FROM fiscal_documents WHERE kind = 'T109')",
+                &[],
+            )
+            .await
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(sales, invoices, "one invoice per demo sale");
+    let stats = sim_stats(&sim).await;
+    assert_eq!(stats["fdns_issued"], invoices, "{stats}");
+    assert_eq!(stats["rejections"], 0, "{stats}");
+}

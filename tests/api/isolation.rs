@@ -393,6 +393,12 @@ fn isolation_cases(w: &World) -> Vec<Case> {
         case(Method::GET, format!("/sales/{}", w.b("sale")), None, ALL),
         case(
             Method::GET,
+            format!("/sales/{}/receipt", w.b("sale")),
+            None,
+            ALL,
+        ),
+        case(
+            Method::GET,
             format!("/fiscal/documents/{}", w.b("fiscal_document")),
             None,
             REPORTS,
@@ -1157,6 +1163,7 @@ fn role_rules() -> Vec<Rule> {
         ),
         rule(M::GET, "/sales", none(), ALL),
         rule(M::GET, "/sales/{rand}", none(), ALL),
+        rule(M::GET, "/sales/{rand}/receipt", none(), ALL),
         rule(M::GET, "/sales/verify-chain", none(), REPORTS),
         // Returns: anyone who sells takes back (a cashier's waits for an
         // approval); anyone reads them, within the branch.
@@ -1169,6 +1176,7 @@ fn role_rules() -> Vec<Rule> {
         rule(M::GET, "/sales/{rand}/returns", none(), ALL),
         rule(M::GET, "/returns", none(), ALL),
         rule(M::GET, "/returns/{rand}", none(), ALL),
+        rule(M::GET, "/returns/{rand}/receipt", none(), ALL),
         rule(
             M::GET,
             "/compliance/fiscal-preview/credit-notes/{rand}",

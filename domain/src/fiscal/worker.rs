@@ -20,6 +20,7 @@ use super::client::{Client, Identifiers, Outcome};
 use super::outbox;
 use crate::db;
 use crate::error::Result;
+use crate::sync::changes::{self, Change, Op};
 
 /// How the worker paces itself.
 #[derive(Debug, Clone)]
@@ -47,6 +48,7 @@ pub struct WorkerConfig {
 struct Claimed {
     id: Uuid,
     kind: String,
+    source_id: Uuid,
     payload: Value,
     reference: String,
     attempt: i32,
@@ -145,7 +147,7 @@ async fn claim<C: GenericClient + Sync>(c: &C, config: &WorkerConfig) -> Result<
                   lease_until = now() + make_interval(secs => {lease}),
                   attempts = d.attempts + 1, updated_at = now()
            FROM due WHERE d.id = due.id
-           RETURNING d.id, d.kind, d.payload, d.seller_reference, d.attempts,
+           RETURNING d.id, d.kind, d.source_id, d.payload, d.seller_reference, d.attempts,
                      (SELECT b.code FROM branches b WHERE b.id = d.branch_id) AS branch_code,
                      (SELECT i.fdn FROM fiscal_documents i
                        WHERE d.kind = 'T110' AND i.kind = 'T109' AND i.status = 'accepted'
@@ -158,6 +160,7 @@ async fn claim<C: GenericClient + Sync>(c: &C, config: &WorkerConfig) -> Result<
         .map(|r| Claimed {
             id: r.get("id"),
             kind: r.get("kind"),
+            source_id: r.get("source_id"),
             payload: r.get("payload"),
             reference: r.get("seller_reference"),
             attempt: r.get("attempts"),
@@ -199,8 +202,62 @@ async fn submit_one(
             Err(e) => e,
         };
     }
-    let conn = pool.get().await?;
-    record(&conn, config, &doc, &outcome, reconciled).await
+    let mut conn = pool.get().await?;
+    let tx = conn.transaction().await?;
+    let recorded = record(&tx, config, &doc, &outcome, reconciled).await?;
+    if recorded && matches!(outcome, Outcome::Accepted(_)) {
+        // The tills learn the identifiers with the acceptance, or not at all.
+        publish(&tx, &doc).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The change the branch's tills pull when an invoice or a credit note is
+/// accepted: the sale or credit note in its read shape, now with `fiscal`
+/// (FDN, verification code, QR code, reference), under a new rev, so a
+/// till that printed "fiscal document pending" can reprint. Written in the
+/// acceptance's transaction. Goods and stock documents change nothing a
+/// till shows.
+async fn publish<C: GenericClient + Sync>(tx: &C, doc: &Claimed) -> Result<()> {
+    let source = doc.source_id;
+    let (entity, payload, branch_id, rev) = match doc.kind.as_str() {
+        "T109" => {
+            let rev = changes::allocate(tx).await?;
+            let q = sea_query::raw_query!(
+                PostgresQueryBuilder,
+                "UPDATE sales SET rev = {rev} WHERE id = {source}"
+            );
+            db::raw_all(tx, &q.sql, q.values).await?;
+            let Some(sale) = crate::sales::get_shown(tx, source).await? else {
+                return Ok(());
+            };
+            let branch = sale.branch_id;
+            ("sale", serde_json::to_value(&sale), branch, rev)
+        }
+        "T110" => {
+            let rev = changes::allocate(tx).await?;
+            let q = sea_query::raw_query!(
+                PostgresQueryBuilder,
+                "UPDATE sale_returns SET rev = {rev} WHERE id = {source}"
+            );
+            db::raw_all(tx, &q.sql, q.values).await?;
+            let Some(note) = crate::returns::get_shown(tx, source).await? else {
+                return Ok(());
+            };
+            let branch = note.branch_id;
+            ("credit_note", serde_json::to_value(&note), branch, rev)
+        }
+        _ => return Ok(()),
+    };
+    let change = Change {
+        entity,
+        entity_id: source.to_string(),
+        op: Op::Update,
+        branch_id: Some(branch_id),
+        payload: payload.map_err(crate::Error::internal)?,
+    };
+    changes::append(tx, rev, change).await
 }
 
 /// The content as sent: the frozen payload with the seller's identity, and
@@ -244,7 +301,7 @@ async fn record<C: GenericClient + Sync>(
     doc: &Claimed,
     outcome: &Outcome,
     reconciled: bool,
-) -> Result<()> {
+) -> Result<bool> {
     let (id, me, attempt, started) = (doc.id, config.process.clone(), doc.attempt, doc.started_at);
     let simulated = config.simulated;
     let (status, code, message, ids, delay) = match outcome {
@@ -308,14 +365,17 @@ async fn record<C: GenericClient + Sync>(
                     next_attempt_at = now() + make_interval(secs => {delay}),
                     lease_until = NULL, claimed_by = NULL, updated_at = now()
              WHERE id = {id} AND status = 'submitting' AND claimed_by = {me}
-             RETURNING id)
-           INSERT INTO fiscal_attempts (id, document_id, attempt, started_at, outcome,
-                                        return_code, message, claimed_by)
-           SELECT gen_random_uuid(), done.id, {attempt}, {started}, {attempt_outcome},
-                  {code}, {message}, {me}
-           FROM done
-           ON CONFLICT (document_id, attempt) DO NOTHING"#
+             RETURNING id),
+           logged AS (
+             INSERT INTO fiscal_attempts (id, document_id, attempt, started_at, outcome,
+                                          return_code, message, claimed_by)
+             SELECT gen_random_uuid(), done.id, {attempt}, {started}, {attempt_outcome},
+                    {code}, {message}, {me}
+             FROM done
+             ON CONFLICT (document_id, attempt) DO NOTHING)
+           SELECT id FROM done"#
     );
-    db::raw_all(c, &q.sql, q.values).await?;
-    Ok(())
+    // No row: the claim was lost (the lease ran out and another process
+    // took the document); that process records its own outcome.
+    Ok(!db::raw_all(c, &q.sql, q.values).await?.is_empty())
 }

@@ -19,6 +19,7 @@ use crate::{db, wire, Error, Result};
 
 use crate::paging::{self, Page};
 
+pub mod receipt;
 pub mod writes;
 
 /// Column values of a write, already validated.

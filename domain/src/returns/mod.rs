@@ -55,8 +55,8 @@ use write::{file, issue, reject};
 
 pub use model::{CreditNote, ReturnRequest, MAX_LINES};
 pub use read::{
-    fiscal_payload, get, list, refund_approval_branch, sale_branch, verify_chain, CreditNoteChain,
-    CreditNoteFiscalPayload, ListFilter,
+    fiscal_payload, get, get_shown, list, refund_approval_branch, sale_branch, verify_chain,
+    CreditNoteChain, CreditNoteFiscalPayload, ListFilter,
 };
 
 /// `POST /sales/{id}/returns` through the sale branch's actor.

@@ -242,6 +242,11 @@ pub struct CreditNote {
     #[schema(value_type = Option<String>)]
     pub decided_at: Option<DateTime<Utc>>,
     pub rev: i64,
+    /// What the tax authority made of the credit note (`GET /returns/{id}`
+    /// and the change feed's update once accepted; absent before it is
+    /// issued and for credit notes older than the fiscal outbox).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fiscal: Option<crate::fiscal::read::FiscalStatus>,
 }
 
 /// One returned sale line: units of one batch of one medicine.
@@ -490,6 +495,7 @@ mod tests {
             issued_at: None,
             decided_at: None,
             rev: 0,
+            fiscal: None,
         }
     }
 

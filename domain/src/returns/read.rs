@@ -58,6 +58,7 @@ fn note_from_row(r: &Row) -> CreditNote {
         issued_at: r.get("issued_at"),
         decided_at: r.get("decided_at"),
         rev: r.get("rev"),
+        fiscal: None,
     }
 }
 
@@ -142,6 +143,16 @@ pub async fn get<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<Cred
     })
     .await?;
     Ok(found.into_iter().next())
+}
+
+/// One return as `GET /returns/{id}` shows it: with its credit note's
+/// fiscal status.
+pub async fn get_shown<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Option<CreditNote>> {
+    let mut note = get(c, id).await?;
+    if let Some(n) = note.as_mut() {
+        n.fiscal = crate::fiscal::read::status_of(c, crate::fiscal::Kind::T110, n.id).await?;
+    }
+    Ok(note)
 }
 
 /// Filters of a returns list.

@@ -533,7 +533,9 @@ async fn category_rows<C: GenericClient + Sync>(c: &C) -> Result<Vec<SnapshotCat
 pub struct FeedChange {
     pub rev: i64,
     /// `branch`, `medicine`, `medicine_pack`, `category`, `supplier`, `coupon`, `customer`,
-    /// `customer_ledger`, `user`, `batch` or `sale`.
+    /// `customer_ledger`, `user`, `batch`, `sale` or `credit_note` (a sale or
+    /// credit note comes again as an `update` when the tax authority
+    /// accepts it, with its `fiscal` identifiers).
     pub entity: String,
     pub entity_id: String,
     /// `create`, `update` or `delete` (a soft delete's tombstone).

@@ -25,7 +25,7 @@
 
 -- The organisation's time zone (the one report windows use).
 CREATE FUNCTION org_time_zone() RETURNS text
-    LANGUAGE sql STABLE AS $$
+    LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT coalesce((SELECT time_zone FROM settings LIMIT 1), 'Africa/Kampala')
 $$;
 
@@ -519,16 +519,17 @@ CREATE TRIGGER settings_first_time_zone_resummarise AFTER INSERT ON settings FOR
 
 SELECT rebuild_report_summaries();
 
--- What the reports read.
+-- What the reports read. Marked parallel safe (like everything they
+-- call) so a year of the chain is summed by parallel workers.
 
 -- The first day of the first calendar month that starts on or after `d`.
-CREATE FUNCTION whole_months_from(d date) RETURNS date LANGUAGE sql IMMUTABLE AS $$
+CREATE FUNCTION whole_months_from(d date) RETURNS date LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE WHEN extract(day FROM d) = 1 THEN d
                 ELSE (date_trunc('month', d) + interval '1 month')::date END
 $$;
 
 -- The last day of the last calendar month that ends on or before `d`.
-CREATE FUNCTION whole_months_to(d date) RETURNS date LANGUAGE sql IMMUTABLE AS $$
+CREATE FUNCTION whole_months_to(d date) RETURNS date LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE WHEN extract(day FROM d + 1) = 1 THEN d
                 ELSE (date_trunc('month', d) - interval '1 day')::date END
 $$;
@@ -540,7 +541,7 @@ $$;
 CREATE FUNCTION medicine_sales(b uuid, from_day date, to_day date)
     RETURNS TABLE (medicine_id uuid, lines bigint, quantity bigint, revenue numeric, net numeric,
                    cost numeric)
-    LANGUAGE sql STABLE AS $$
+    LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT x.medicine_id, sum(x.lines)::bigint, sum(x.quantity)::bigint, sum(x.revenue), sum(x.net),
            sum(x.cost)
     FROM (SELECT mm.medicine_id, mm.lines, mm.quantity, mm.revenue, mm.net, mm.cost
@@ -557,12 +558,22 @@ CREATE FUNCTION medicine_sales(b uuid, from_day date, to_day date)
     HAVING sum(x.lines) > 0
 $$;
 
+-- The valuation's two reads of batches: those holding stock now (valued
+-- from the index alone), and those that may be expired or held back on a
+-- day (by expiry, or quarantined or recalled now).
+CREATE INDEX batches_valuation_idx ON batches (branch_id)
+    INCLUDE (medicine_id, qty_remaining, unit_cost, received_total, qty_received)
+    WHERE qty_remaining > 0;
+CREATE INDEX batches_expiry_idx ON batches (expiry_date);
+CREATE INDEX batches_held_back_idx ON batches (branch_id)
+    WHERE regulator_status IN ('quarantined', 'recalled');
+
 -- Stock moved after the end of `as_of` per branch and medicine (units and
 -- value): the rest of that day's month from medicine_days, later months
 -- from medicine_months. Stock then = stock now − this.
 CREATE FUNCTION medicine_stock_moved_after(b uuid, as_of date)
     RETURNS TABLE (branch_id uuid, medicine_id uuid, qty bigint, value numeric)
-    LANGUAGE sql STABLE AS $$
+    LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT x.branch_id, x.medicine_id, sum(x.qty)::bigint, sum(x.value)
     FROM (SELECT md.branch_id, md.medicine_id, md.stock_qty AS qty, md.stock_value AS value
           FROM medicine_days md

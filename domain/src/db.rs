@@ -75,6 +75,19 @@ pub async fn raw_all<C: GenericClient + Sync>(
     Ok(client.query(&prepared, &values.as_params()).await?)
 }
 
+/// `raw_all` planned afresh with its values on every call (an unnamed
+/// statement), never with a cached generic plan: for the reports, whose
+/// best plan depends on the values (one branch or the whole chain, a day
+/// or a year), and whose planning costs little beside their run.
+pub async fn raw_planned<C: GenericClient + Sync>(
+    client: &C,
+    sql: &str,
+    values: sea_query::Values,
+) -> Result<Vec<Row>> {
+    let values = raw_values(values);
+    Ok(client.query(sql, &values.as_params()).await?)
+}
+
 pub async fn raw_opt<C: GenericClient + Sync>(
     client: &C,
     sql: &str,

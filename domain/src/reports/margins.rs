@@ -103,7 +103,7 @@ pub async fn margins<C: GenericClient + Sync>(
                     CASE WHEN {group_text} = 'day' THEN key END,
                     4 DESC, 3, 2"#
     );
-    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    let rows = db::raw_planned(c, &q.sql, q.values).await?;
     let row = |r: &Row| {
         let (revenue, cost): (Decimal, Decimal) = (r.get(3), r.get(4));
         MarginRow {

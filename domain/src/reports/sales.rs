@@ -171,7 +171,7 @@ pub(super) async fn sales_totals<C: GenericClient + Sync>(
                  WHERE day >= {from} AND day <= {to}
                    AND ({branch}::uuid IS NULL OR branch_id = {branch})) d"#
     );
-    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    let rows = db::raw_planned(c, &q.sql, q.values).await?;
     let r = first(&rows)?;
     Ok(SalesTotals {
         count: r.get(0),
@@ -201,7 +201,7 @@ pub(super) async fn by_day<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Res
                       GROUP BY day) x ON x.day = d::date
            ORDER BY 1"#
     );
-    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    let rows = db::raw_planned(c, &q.sql, q.values).await?;
     Ok(rows
         .iter()
         .map(|r| DayTotal {
@@ -230,7 +230,7 @@ pub(super) async fn by_payment<C: GenericClient + Sync>(
            HAVING sum(sales_count) > 0 OR sum(returns_count) > 0
            ORDER BY 3 DESC, 1"#
     );
-    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    let rows = db::raw_planned(c, &q.sql, q.values).await?;
     Ok(rows
         .iter()
         .map(|r| PaymentTotal {
@@ -259,7 +259,7 @@ pub(super) async fn top_selling<C: GenericClient + Sync>(
            ORDER BY x.revenue DESC, m.name, x.medicine_id
            LIMIT {limit}"#
     );
-    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    let rows = db::raw_planned(c, &q.sql, q.values).await?;
     Ok(rows
         .iter()
         .map(|r| TopMedicine {

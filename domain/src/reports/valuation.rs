@@ -101,7 +101,7 @@ pub async fn stock_valuation<C: GenericClient + Sync>(
                       b.qty_remaining * batch_unit_value(b.unit_cost, b.received_total, b.qty_received)
                         AS value
                FROM batches b
-               WHERE b.qty_remaining <> 0 AND ({branch}::uuid IS NULL OR b.branch_id = {branch})),
+               WHERE b.qty_remaining > 0 AND ({branch}::uuid IS NULL OR b.branch_id = {branch})),
            held AS (
                SELECT medicine_id, sum(qty)::bigint AS qty, sum(value) AS value
                FROM (SELECT medicine_id, qty, value FROM now_held
@@ -139,7 +139,7 @@ pub async fn stock_valuation<C: GenericClient + Sync>(
            GROUP BY key, name
            ORDER BY 4 DESC, 2, 1"#
     );
-    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    let rows = db::raw_planned(c, &q.sql, q.values).await?;
     let items: Vec<ValuationRow> = rows
         .iter()
         .map(|r| ValuationRow {

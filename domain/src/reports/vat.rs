@@ -80,7 +80,7 @@ pub async fn vat<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Result<VatRep
            GROUP BY GROUPING SETS ((month), ())
            ORDER BY 1 DESC, 2 DESC"#
     );
-    let rows = db::raw_all(c, &q.sql, q.values).await?;
+    let rows = db::raw_planned(c, &q.sql, q.values).await?;
     let figures = |r: &Row| {
         let taxable_18: Decimal = r.get(3);
         VatFigures {

@@ -414,7 +414,10 @@ async fn data_size(c: &deadpool_postgres::Object) -> Result<DataSize> {
 /// The day `days` before today (organisation time zone): 364 gives the
 /// first day of the 365-day window ending today.
 async fn day_back(c: &deadpool_postgres::Object, days: i32) -> Result<String> {
-    let q = sea_query::raw_query!(PostgresQueryBuilder, "SELECT (org_today() - {days}::int)::text");
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        "SELECT (org_today() - {days}::int)::text"
+    );
     let row = db::raw_opt(c, &q.sql, q.values)
         .await?
         .ok_or_else(|| Error::internal("org_today returned no row"))?;

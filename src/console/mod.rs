@@ -16,8 +16,10 @@
 pub mod approvals;
 pub mod audit;
 pub mod books;
+pub mod catalogue;
 pub mod charts;
 pub mod dashboard;
+pub mod forms;
 pub mod operations;
 pub mod people;
 pub mod reports;
@@ -84,6 +86,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/assets/console.css", web::get().to(stylesheet))
             .configure(dashboard::configure)
             .configure(reports::configure)
+            .configure(catalogue::configure)
             .configure(books::configure)
             .configure(sync::configure)
             .configure(approvals::configure)
@@ -338,8 +341,9 @@ impl Chrome {
     /// The menu for `staff`, with `current` (an href) marked.
     pub fn new(staff: &Staff, current: &str) -> Chrome {
         let role = staff.role();
-        let all: [(&'static str, &'static str, Option<Action>); 11] = [
+        let all: [(&'static str, &'static str, Option<Action>); 12] = [
             ("/console/dashboard", "Dashboard", None),
+            ("/console/medicines", "Catalogue", None),
             (
                 "/console/reports/sales",
                 "Reports",
@@ -413,7 +417,7 @@ impl Notice {
     /// ours are not described.
     pub fn from_error(e: &Error) -> Notice {
         let field = match e {
-            Error::Validation { field, .. } => field.clone(),
+            Error::Validation { field, .. } | Error::Coded { field, .. } => field.clone(),
             _ => None,
         };
         let text = match e {

@@ -1,0 +1,172 @@
+//! The console's pages for a branch's daily work (catalogue, sales and
+//! returns, stock, buying, the fiscal queue, customers and suppliers),
+//! in headless Chromium where the job is done by hand and with the
+//! browser stand-in of `console.rs` for the rules: each page's work is
+//! what the API then reads.
+
+use fantoccini::Locator;
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::common::{Role, TestApp};
+use crate::console::{stocked, text_of, Console};
+use crate::console_browser::Browser;
+
+/// A GTIN-14 with its check digit, from 13 digits.
+fn gtin(body13: &str) -> String {
+    let d = domain::gs1::check_digit(body13.as_bytes()).unwrap();
+    format!("{body13}{}", d as char)
+}
+
+/// Types `text` into the field with `id`, replacing what it held.
+async fn fill(b: &Browser, id: &str, text: &str) {
+    let e = b
+        .c()
+        .find(Locator::Id(id))
+        .await
+        .unwrap_or_else(|e| panic!("#{id}: {e}"));
+    e.clear().await.unwrap();
+    e.send_keys(text).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_medicine_created_in_the_console_is_what_the_api_reads() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    let a = app.branch("KLA").await;
+    let (_, admin) = app.signed_in(a, Role::Admin).await;
+    stocked(&app, &admin, a, "Paracetamol 500mg", 1500).await;
+    let user = app.user(a, Role::InventoryManager).await;
+    b.c().set_window_size(1280, 1500).await.unwrap();
+    b.sign_in(&app, &user.email).await;
+    b.click(r#"a[href="/console/medicines"]"#).await;
+    assert_eq!(b.text("h1").await, "Catalogue");
+    b.click("#new-medicine").await;
+    let unit_gtin = gtin("0614141000004");
+    fill(&b, "name", "Amoxicillin 500mg").await;
+    fill(&b, "generic_name", "amoxicillin").await;
+    fill(&b, "gtin", &unit_gtin).await;
+    fill(&b, "category", "Antibiotics").await;
+    fill(&b, "form", "capsule").await;
+    fill(&b, "strength", "500mg").await;
+    fill(&b, "selling_price", "1200").await;
+    fill(&b, "max_public_price", "1000").await;
+    b.click("#requires_prescription").await;
+    b.click("#save-medicine").await;
+    // Refused beside the field, in words; nothing saved.
+    let said = b.text("#selling_price-error").await;
+    assert!(said.contains("maximum public price"), "{said}");
+    assert!(!b.source().await.contains("validation_failed"));
+    let (_, list) = app.get("/medicines?search=Amoxicillin", &admin).await;
+    assert_eq!(list["total"], 0);
+    b.screenshot("medicine-refused").await;
+    fill(&b, "selling_price", "950.50").await;
+    b.click("#save-medicine").await;
+    assert_eq!(
+        b.text("#notice-ok").await,
+        "The medicine was added to the catalogue."
+    );
+    // A pack of 10 with its own GTIN.
+    let box_gtin = gtin("1614141000004");
+    fill(&b, "pack-name", "box").await;
+    fill(&b, "pack-units", "10").await;
+    fill(&b, "pack-gtin", &box_gtin).await;
+    fill(&b, "pack-selling_price", "9000").await;
+    b.click("#add-pack").await;
+    assert_eq!(b.text("#notice-ok").await, "The pack was added.");
+    b.screenshot("medicine").await;
+    let id = b.path().await.rsplit('/').next().unwrap().to_owned();
+
+    let (status, m) = app.get(&format!("/medicines/{id}"), &admin).await;
+    assert_eq!(status, StatusCode::OK, "{m}");
+    assert_eq!(m["name"], "Amoxicillin 500mg");
+    assert_eq!(m["generic_name"], "amoxicillin");
+    assert_eq!(m["gtin"], json!(unit_gtin));
+    assert_eq!(m["category"], "antibiotics");
+    assert_eq!(m["selling_price"], "950.50");
+    assert_eq!(m["max_public_price"], "1000.00");
+    assert_eq!(m["requires_prescription"], true);
+    assert_eq!(m["is_controlled"], false);
+    assert_eq!(m["packs"][0]["units"], 10);
+    assert_eq!(m["packs"][0]["gtin"], json!(box_gtin));
+    assert_eq!(m["packs"][0]["selling_price"], "9000.00");
+
+    // A scanner types a box's GS1 code into the search box.
+    b.click(r#"a[href="/console/medicines"]"#).await;
+    fill(&b, "search", &format!("(01){box_gtin}(10)LOT7(17)301231\n")).await;
+    let said = b.text("#scanned").await;
+    assert!(
+        said.contains("Amoxicillin 500mg") && said.contains("box of 10") && said.contains("LOT7"),
+        "{said}"
+    );
+    assert_eq!(
+        b.text("#medicines tbody tr td a").await,
+        "Amoxicillin 500mg"
+    );
+    // Searching by generic name finds it too.
+    fill(&b, "search", "amoxi\n").await;
+    assert_eq!(
+        b.text("#medicines tbody tr td a").await,
+        "Amoxicillin 500mg"
+    );
+    fill(&b, "search", "\n").await;
+    b.screenshot("catalogue").await;
+
+    // Edited in the console, read by the API.
+    b.goto(&app, &format!("/console/medicines/{id}")).await;
+    fill(&b, "strength", "250mg").await;
+    b.click("#save-medicine").await;
+    assert_eq!(b.text("#notice-ok").await, "The medicine was saved.");
+    let (_, m) = app.get(&format!("/medicines/{id}"), &admin).await;
+    assert_eq!(m["strength"], "250mg");
+    assert_eq!(m["selling_price"], "950.50");
+    b.finish().await;
+}
+
+#[tokio::test]
+async fn the_catalogue_pages_keep_the_apis_rules() {
+    let app = TestApp::spawn().await;
+    let a = app.branch("KLA").await;
+    let (_, admin) = app.signed_in(a, Role::Admin).await;
+    let m = stocked(&app, &admin, a, "Ibuprofen 200mg", 800).await;
+    let id = m["id"].as_str().unwrap();
+    let (_, cashier) = Console::of(&app, a, Role::Cashier).await;
+    // A cashier reads but does not write the catalogue.
+    let (status, html, _) = cashier.get("/console/medicines?search=ibup").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("Ibuprofen 200mg"));
+    assert!(!html.contains("Add a medicine"));
+    let (status, _, _) = cashier.get("/console/medicines/new").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _, _) = cashier
+        .post(
+            "/console/medicines",
+            &[("name", "Nope"), ("selling_price", "10")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (_, list) = app.get("/medicines?search=Nope", &admin).await;
+    assert_eq!(list["total"], 0);
+    // An unreadable code is named beside the search box.
+    let (_, html, _) = cashier.get("/console/medicines?search=%5Dd2019999").await;
+    assert!(text_of(&html, "search-error").is_some(), "{html}");
+    // A manager deactivates: the API no longer reads it.
+    let (_, manager) = Console::of(&app, a, Role::BranchManager).await;
+    let (status, _, _) = manager
+        .post(&format!("/console/medicines/{id}/deactivate"), &[])
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let (status, _) = app.get(&format!("/medicines/{id}"), &admin).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // Without the form token nothing is deactivated.
+    let other = stocked(&app, &admin, a, "Cetirizine", 300).await;
+    let oid = other["id"].as_str().unwrap();
+    let (status, _, _) = manager
+        .post_raw(&format!("/console/medicines/{oid}/deactivate"), &[])
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _) = app.get(&format!("/medicines/{oid}"), &admin).await;
+    assert_eq!(status, StatusCode::OK);
+}

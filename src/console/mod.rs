@@ -23,6 +23,7 @@ pub mod forms;
 pub mod operations;
 pub mod people;
 pub mod reports;
+pub mod sales;
 pub mod session;
 pub mod settings;
 pub mod sync;
@@ -87,6 +88,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(dashboard::configure)
             .configure(reports::configure)
             .configure(catalogue::configure)
+            .configure(sales::configure)
             .configure(books::configure)
             .configure(sync::configure)
             .configure(approvals::configure)
@@ -341,9 +343,10 @@ impl Chrome {
     /// The menu for `staff`, with `current` (an href) marked.
     pub fn new(staff: &Staff, current: &str) -> Chrome {
         let role = staff.role();
-        let all: [(&'static str, &'static str, Option<Action>); 12] = [
+        let all: [(&'static str, &'static str, Option<Action>); 13] = [
             ("/console/dashboard", "Dashboard", None),
             ("/console/medicines", "Catalogue", None),
+            ("/console/sales", "Sales", None),
             (
                 "/console/reports/sales",
                 "Reports",

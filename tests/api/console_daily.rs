@@ -9,7 +9,7 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 use crate::common::{Role, TestApp};
-use crate::console::{stocked, text_of, Console};
+use crate::console::{sell, stocked, text_of, Console};
 use crate::console_browser::Browser;
 
 /// A GTIN-14 with its check digit, from 13 digits.
@@ -169,4 +169,150 @@ async fn the_catalogue_pages_keep_the_apis_rules() {
     assert_eq!(status, StatusCode::FORBIDDEN);
     let (status, _) = app.get(&format!("/medicines/{oid}"), &admin).await;
     assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_sale_found_by_its_invoice_number_is_returned_in_the_browser() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    let a = app.branch("KLA").await;
+    let (_, admin) = app.signed_in(a, Role::Admin).await;
+    let (_, cashier) = app.signed_in(a, Role::Cashier).await;
+    let m = stocked(&app, &admin, a, "Cetirizine 10mg", 1250).await;
+    sell(&app, &cashier, &m, 1, "card").await;
+    let sale = sell(&app, &cashier, &m, 3, "cash").await;
+    let invoice = sale["invoice_number"].as_str().unwrap();
+    let user = app.user(a, Role::Pharmacist).await;
+    b.c().set_window_size(1280, 1400).await.unwrap();
+    b.sign_in(&app, &user.email).await;
+    b.click(r#"a[href="/console/sales"]"#).await;
+    assert_eq!(b.text("h1").await, "Sales");
+    assert!(b.text("#sales").await.contains(invoice));
+    b.screenshot("sales").await;
+    // The number typed in lower case finds it.
+    fill(&b, "invoice", &format!("{}\n", invoice.to_lowercase())).await;
+    assert_eq!(b.text("h1").await, format!("Sale {invoice}"));
+    assert_eq!(b.text("#sale-total").await, "3,750.00");
+    // Nothing to return is refused in words, beside the form.
+    fill(&b, "reason", "Wrong strength").await;
+    b.click("#make-return").await;
+    let said = b.text("#return-error").await;
+    assert!(said.contains("at least one line"), "{said}");
+    let line = sale["items"][0]["id"].as_str().unwrap();
+    fill(&b, &format!("qty-{line}"), "1").await;
+    fill(&b, "reason", "Wrong strength").await;
+    b.click("#make-return").await;
+    assert_eq!(
+        b.text("#notice-ok").await,
+        "The return was made and its credit note issued."
+    );
+    b.screenshot("sale").await;
+    let (_, returns) = app
+        .get(
+            &format!("/sales/{}/returns", sale["id"].as_str().unwrap()),
+            &admin,
+        )
+        .await;
+    assert_eq!(returns["total"], 1, "{returns}");
+    let note = &returns["items"][0];
+    assert_eq!(note["status"], "issued");
+    assert_eq!(note["total"], "1250.00");
+    assert_eq!(note["refund_method"], "cash");
+    assert_eq!(note["reason"], "Wrong strength");
+    assert!(b
+        .text("#sale-returns")
+        .await
+        .contains(note["credit_note_number"].as_str().unwrap()));
+    // More than is left is refused and nothing more is returned (the
+    // browser stops it at the field; a page left open in another tab
+    // would not know the new limit).
+    b.c()
+        .execute(
+            "document.querySelectorAll('#return-form input[type=number]').forEach(e => e.removeAttribute('max'));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    fill(&b, &format!("qty-{line}"), "3").await;
+    fill(&b, "reason", "Again").await;
+    b.click("#make-return").await;
+    assert!(!b.text("#return-error").await.is_empty());
+    let (_, returns) = app
+        .get(
+            &format!("/sales/{}/returns", sale["id"].as_str().unwrap()),
+            &admin,
+        )
+        .await;
+    assert_eq!(returns["total"], 1);
+    b.goto(&app, "/console/returns").await;
+    assert!(b
+        .text("#credit-notes")
+        .await
+        .contains(note["credit_note_number"].as_str().unwrap()));
+    b.screenshot("returns").await;
+    b.finish().await;
+}
+
+#[tokio::test]
+async fn a_cashiers_return_waits_and_another_branchs_sale_is_out_of_reach() {
+    let app = TestApp::spawn().await;
+    let a = app.branch("KLA").await;
+    let e = app.branch("EBB").await;
+    let (_, admin) = app.signed_in(a, Role::Admin).await;
+    let (_, cashier_a) = app.signed_in(a, Role::Cashier).await;
+    let (_, cashier_e) = app.signed_in(e, Role::Cashier).await;
+    let m = stocked(&app, &admin, a, "Loratadine", 900).await;
+    app.receive(&admin, &m["id"], e, 20, "2031-12-31").await;
+    let mine = sell(&app, &cashier_a, &m, 2, "cash").await;
+    let theirs = sell(&app, &cashier_e, &m, 1, "cash").await;
+    let (_, console) = Console::of(&app, a, Role::Cashier).await;
+    let id = mine["id"].as_str().unwrap();
+    let line = mine["items"][0]["id"].as_str().unwrap();
+    let qty = format!("qty-{line}");
+    let (status, html, _) = console
+        .post(
+            &format!("/console/sales/{id}/returns"),
+            &[
+                (qty.as_str(), "1"),
+                ("reason", "Not needed"),
+                ("refund_method", "cash"),
+                ("restock", "on"),
+            ],
+        )
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{html}");
+    let (_, returns) = app.get(&format!("/sales/{id}/returns"), &admin).await;
+    assert_eq!(returns["items"][0]["status"], "pending_approval");
+    // Another branch's sale: not by its address, not by its number.
+    let other = theirs["id"].as_str().unwrap();
+    let (status, html, _) = console.get(&format!("/console/sales/{other}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(!html.contains(theirs["invoice_number"].as_str().unwrap()));
+    let number = theirs["invoice_number"].as_str().unwrap();
+    let (status, html, _) = console
+        .get(&format!("/console/sales?invoice={number}"))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(text_of(&html, "invoice-error").is_some(), "{html}");
+    let (status, _, _) = console
+        .post(
+            &format!("/console/sales/{other}/returns"),
+            &[(qty.as_str(), "1"), ("reason", "x")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, _) = console.get(&format!("/console/sales?branch_id={e}")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // A return without the form token is refused.
+    let (status, _, _) = console
+        .post_raw(
+            &format!("/console/sales/{id}/returns"),
+            &[(qty.as_str(), "1"), ("reason", "x")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (_, returns) = app.get(&format!("/sales/{id}/returns"), &admin).await;
+    assert_eq!(returns["total"], 1);
 }

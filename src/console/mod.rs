@@ -26,6 +26,7 @@ pub mod reports;
 pub mod sales;
 pub mod session;
 pub mod settings;
+pub mod stock;
 pub mod sync;
 pub mod table;
 
@@ -89,6 +90,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(reports::configure)
             .configure(catalogue::configure)
             .configure(sales::configure)
+            .configure(stock::configure)
             .configure(books::configure)
             .configure(sync::configure)
             .configure(approvals::configure)
@@ -343,10 +345,11 @@ impl Chrome {
     /// The menu for `staff`, with `current` (an href) marked.
     pub fn new(staff: &Staff, current: &str) -> Chrome {
         let role = staff.role();
-        let all: [(&'static str, &'static str, Option<Action>); 13] = [
+        let all: [(&'static str, &'static str, Option<Action>); 14] = [
             ("/console/dashboard", "Dashboard", None),
             ("/console/medicines", "Catalogue", None),
             ("/console/sales", "Sales", None),
+            ("/console/stock", "Stock", None),
             (
                 "/console/reports/sales",
                 "Reports",

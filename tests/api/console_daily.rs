@@ -316,3 +316,159 @@ async fn a_cashiers_return_waits_and_another_branchs_sale_is_out_of_reach() {
     let (_, returns) = app.get(&format!("/sales/{id}/returns"), &admin).await;
     assert_eq!(returns["total"], 1);
 }
+
+/// The regulator status of a batch, as stored.
+async fn batch_status(app: &TestApp, batch: &str) -> String {
+    let client = app.pool.get().await.unwrap();
+    let id = uuid::Uuid::parse_str(batch).unwrap();
+    client
+        .query_one("SELECT regulator_status FROM batches WHERE id = $1", &[&id])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test]
+async fn stock_is_quarantined_released_and_written_off_in_the_browser() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    let a = app.branch("KLA").await;
+    let (_, admin) = app.signed_in(a, Role::Admin).await;
+    let m = app
+        .medicine(
+            &admin,
+            json!({"name": "Amlodipine 5mg", "selling_price": 300}),
+        )
+        .await;
+    let batch = app.receive(&admin, &m["id"], a, 100, "2031-12-31").await;
+    let batch_id = batch["id"].as_str().unwrap().to_owned();
+    let c = app
+        .medicine(
+            &admin,
+            json!({"name": "Morphine 10mg", "selling_price": 900, "is_controlled": true}),
+        )
+        .await;
+    let old = app.receive(&admin, &c["id"], a, 30, "2031-12-31").await;
+    {
+        let client = app.pool.get().await.unwrap();
+        let id = uuid::Uuid::parse_str(old["id"].as_str().unwrap()).unwrap();
+        client
+            .execute(
+                "UPDATE batches SET expiry_date = DATE '2024-01-31' WHERE id = $1",
+                &[&id],
+            )
+            .await
+            .unwrap();
+    }
+    let witness = app.user(a, Role::Pharmacist).await;
+    let user = app.user(a, Role::BranchManager).await;
+    b.c().set_window_size(1280, 1300).await.unwrap();
+    b.sign_in(&app, &user.email).await;
+    b.click(r#"a[href="/console/stock"]"#).await;
+    assert_eq!(b.text("h1").await, "Stock");
+    let row = format!("#batch-{batch_id}");
+    assert!(b.text(&row).await.contains("Amlodipine 5mg"));
+    b.screenshot("stock").await;
+    b.click(&format!(r#"{row} button[aria-label^="Quarantine"]"#))
+        .await;
+    assert!(b.text("#notice-ok").await.contains("quarantined"));
+    assert_eq!(batch_status(&app, &batch_id).await, "quarantined");
+    // The quarantined view lists it; release brings it back.
+    b.goto(&app, "/console/stock?view=quarantined").await;
+    assert!(b.text(&row).await.contains("quarantined"));
+    b.click(&format!(r#"{row} button[aria-label^="Release"]"#))
+        .await;
+    assert!(b.text("#notice-ok").await.contains("released"));
+    assert_eq!(batch_status(&app, &batch_id).await, "active");
+    // Five damaged units written off.
+    b.goto(&app, "/console/stock").await;
+    fill(&b, &format!("qty-{batch_id}"), "5").await;
+    b.c()
+        .find(Locator::Css("#reason option[value=damaged]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.click("#write-off-submit").await;
+    assert_eq!(b.text("#notice-ok").await, "The stock was written off.");
+    let (_, med) = app
+        .get(&format!("/medicines/{}", m["id"].as_str().unwrap()), &admin)
+        .await;
+    assert_eq!(med["stock_quantity"], 95);
+    let (_, list) = app.get("/stock/write-offs", &admin).await;
+    assert_eq!(list["total"], 1);
+    assert_eq!(list["items"][0]["reason"], "damaged");
+    // The expired list in one action: the controlled line needs a witness.
+    b.goto(&app, "/console/stock?view=expired").await;
+    assert!(b.text("#batches").await.contains("Morphine 10mg"));
+    b.click("#write-off-expired").await;
+    let said = b.text(".field-error").await;
+    assert!(said.to_lowercase().contains("witness"), "{said}");
+    let (_, expired) = app.get("/stock/expired", &admin).await;
+    assert_eq!(
+        expired["items"].as_array().map_or(0, Vec::len),
+        1,
+        "{expired}"
+    );
+    b.c()
+        .find(Locator::Css(&format!(
+            "#witness_user_id option[value='{}']",
+            witness.id
+        )))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.click("#write-off-expired").await;
+    assert_eq!(b.text("#notice-ok").await, "The stock was written off.");
+    let (_, list) = app.get("/stock/write-offs", &admin).await;
+    assert_eq!(list["total"], 2);
+    let (_, expired) = app.get("/stock/expired", &admin).await;
+    assert_eq!(
+        expired["items"].as_array().map_or(0, Vec::len),
+        0,
+        "{expired}"
+    );
+    b.finish().await;
+}
+
+#[tokio::test]
+async fn a_cashier_sees_only_its_branchs_stock_and_changes_none() {
+    let app = TestApp::spawn().await;
+    let a = app.branch("KLA").await;
+    let e = app.branch("EBB").await;
+    let (_, admin) = app.signed_in(a, Role::Admin).await;
+    let m = stocked(&app, &admin, a, "Omeprazole", 500).await;
+    let theirs = app.receive(&admin, &m["id"], e, 40, "2030-06-30").await;
+    let (_, console) = Console::of(&app, a, Role::Cashier).await;
+    let (status, html, _) = console.get("/console/stock").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("Omeprazole"));
+    assert!(!html.contains(theirs["batch_number"].as_str().unwrap()));
+    assert!(!html.contains("write-off-submit") && !html.contains("Quarantine batch"));
+    let (status, _, _) = console.get(&format!("/console/stock?branch_id={e}")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let id = theirs["id"].as_str().unwrap();
+    let (status, _, _) = console
+        .post(
+            &format!("/console/stock/batches/{id}/status"),
+            &[("status", "recalled")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(batch_status(&app, id).await, "active");
+    // A manager of one branch cannot recall another's batch either.
+    let (_, manager) = Console::of(&app, a, Role::BranchManager).await;
+    let (status, _, _) = manager
+        .post(
+            &format!("/console/stock/batches/{id}/status"),
+            &[("status", "recalled")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(batch_status(&app, id).await, "active");
+}

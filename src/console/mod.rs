@@ -16,6 +16,7 @@
 pub mod approvals;
 pub mod audit;
 pub mod books;
+pub mod buying;
 pub mod catalogue;
 pub mod charts;
 pub mod dashboard;
@@ -91,6 +92,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(catalogue::configure)
             .configure(sales::configure)
             .configure(stock::configure)
+            .configure(buying::configure)
             .configure(books::configure)
             .configure(sync::configure)
             .configure(approvals::configure)
@@ -345,11 +347,16 @@ impl Chrome {
     /// The menu for `staff`, with `current` (an href) marked.
     pub fn new(staff: &Staff, current: &str) -> Chrome {
         let role = staff.role();
-        let all: [(&'static str, &'static str, Option<Action>); 14] = [
+        let all: [(&'static str, &'static str, Option<Action>); 15] = [
             ("/console/dashboard", "Dashboard", None),
             ("/console/medicines", "Catalogue", None),
             ("/console/sales", "Sales", None),
             ("/console/stock", "Stock", None),
+            (
+                "/console/purchase-orders",
+                "Buying",
+                Some(Action::ReadPurchaseOrders),
+            ),
             (
                 "/console/reports/sales",
                 "Reports",

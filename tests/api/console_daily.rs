@@ -472,3 +472,142 @@ async fn a_cashier_sees_only_its_branchs_stock_and_changes_none() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(batch_status(&app, id).await, "active");
 }
+
+#[tokio::test]
+async fn a_delivery_received_in_the_browser_raises_the_apis_stock() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    let a = app.branch("KLA").await;
+    let (_, admin) = app.signed_in(a, Role::Admin).await;
+    let (_, buyer) = app.signed_in(a, Role::InventoryManager).await;
+    let supplier = app.supplier("Quality Chemicals").await;
+    let m = app
+        .medicine(
+            &admin,
+            json!({"name": "Metformin 500mg", "selling_price": 250}),
+        )
+        .await;
+    let mid = m["id"].as_str().unwrap().to_owned();
+    let (status, order) = app
+        .post(
+            "/purchase-orders",
+            &buyer,
+            json!({"supplier_id": supplier, "lines": [
+                {"medicine_id": mid, "quantity": 50, "unit_cost": "120"}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{order}");
+    let oid = order["id"].as_str().unwrap().to_owned();
+    let (status, _) = app
+        .post(&format!("/purchase-orders/{oid}/submit"), &buyer, json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let stock_before = {
+        let (_, med) = app
+            .get(&format!("/medicines/{mid}?branch_id={a}"), &admin)
+            .await;
+        med["stock_quantity"].as_i64().unwrap()
+    };
+    let user = app.user(a, Role::BranchManager).await;
+    b.c().set_window_size(1280, 1400).await.unwrap();
+    b.sign_in(&app, &user.email).await;
+    b.click(r#"a[href="/console/purchase-orders"]"#).await;
+    assert_eq!(b.text("h1").await, "Purchase orders");
+    b.screenshot("purchase-orders").await;
+    b.click(&format!(r#"a[href="/console/purchase-orders/{oid}"]"#))
+        .await;
+    b.click("#move-approve").await;
+    assert_eq!(b.text("#order-status").await, "approved");
+    b.click("#move-send").await;
+    assert_eq!(b.text("#order-status").await, "sent");
+    let line = order["lines"][0]["id"].as_str().unwrap();
+    fill(&b, "delivery_reference", "DN-7781").await;
+    fill(&b, &format!("batch-{line}"), "MF2031A").await;
+    b.c()
+        .execute(
+            "document.getElementById(arguments[0]).value = '2031-06-30';",
+            vec![json!(format!("expiry-{line}"))],
+        )
+        .await
+        .unwrap();
+    fill(&b, &format!("received-{line}"), "40").await;
+    fill(&b, &format!("rejected-{line}"), "10").await;
+    b.screenshot("receive-delivery").await;
+    // A rejection without its reason is refused in words; nothing moves.
+    b.click("#post-delivery").await;
+    let said = b.text("#page-error").await;
+    assert!(said.to_lowercase().contains("reason"), "{said}");
+    fill(&b, &format!("reason-{line}"), "Crushed boxes").await;
+    b.click("#post-delivery").await;
+    assert_eq!(
+        b.text("#notice-ok").await,
+        "The delivery was received: its batches are in stock."
+    );
+    assert_eq!(b.text("#order-status").await, "partially received");
+    let (_, med) = app
+        .get(&format!("/medicines/{mid}?branch_id={a}"), &admin)
+        .await;
+    assert_eq!(med["stock_quantity"].as_i64().unwrap(), stock_before + 40);
+    let (_, notes) = app
+        .get(&format!("/goods-received?purchase_order_id={oid}"), &admin)
+        .await;
+    assert_eq!(notes["total"], 1, "{notes}");
+    assert_eq!(notes["items"][0]["status"], "posted");
+    assert_eq!(notes["items"][0]["delivery_reference"], "DN-7781");
+    assert_eq!(notes["items"][0]["lines"][0]["quantity_rejected"], 10);
+    let (_, o) = app.get(&format!("/purchase-orders/{oid}"), &admin).await;
+    assert_eq!(o["lines"][0]["outstanding"], 10);
+    b.finish().await;
+}
+
+#[tokio::test]
+async fn a_cashier_cannot_reach_buying_even_by_url() {
+    let app = TestApp::spawn().await;
+    let a = app.branch("KLA").await;
+    let (_, buyer) = app.signed_in(a, Role::InventoryManager).await;
+    let (_, admin) = app.signed_in(a, Role::Admin).await;
+    let supplier = app.supplier("Abacus").await;
+    let m = app
+        .medicine(&admin, json!({"name": "Salbutamol", "selling_price": 100}))
+        .await;
+    let (_, order) = app
+        .post(
+            "/purchase-orders",
+            &buyer,
+            json!({"supplier_id": supplier, "lines": [
+                {"medicine_id": m["id"], "quantity": 5, "unit_cost": "10"}]}),
+        )
+        .await;
+    let oid = order["id"].as_str().unwrap();
+    let (_, cashier) = Console::of(&app, a, Role::Cashier).await;
+    let (_, dashboard, _) = cashier.get("/console/dashboard").await;
+    assert!(!dashboard.contains("/console/purchase-orders"));
+    for path in [
+        "/console/purchase-orders".to_owned(),
+        format!("/console/purchase-orders/{oid}"),
+    ] {
+        let (status, html, _) = cashier.get(&path).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}");
+        assert!(!html.contains("Salbutamol"));
+    }
+    let (status, _, _) = cashier
+        .post(&format!("/console/purchase-orders/{oid}/submit"), &[])
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (_, o) = app.get(&format!("/purchase-orders/{oid}"), &admin).await;
+    assert_eq!(o["status"], "draft");
+    // The buyer's submit without the form token changes nothing either.
+    let (_, console) = Console::of(&app, a, Role::InventoryManager).await;
+    let (status, _, _) = console
+        .post_raw(&format!("/console/purchase-orders/{oid}/submit"), &[])
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _, _) = console
+        .post(&format!("/console/purchase-orders/{oid}/submit"), &[])
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let (_, o) = app.get(&format!("/purchase-orders/{oid}"), &admin).await;
+    assert_eq!(o["status"], "submitted");
+}

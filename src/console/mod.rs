@@ -20,6 +20,7 @@ pub mod buying;
 pub mod catalogue;
 pub mod charts;
 pub mod dashboard;
+pub mod fiscal;
 pub mod forms;
 pub mod operations;
 pub mod people;
@@ -93,6 +94,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(sales::configure)
             .configure(stock::configure)
             .configure(buying::configure)
+            .configure(fiscal::configure)
             .configure(books::configure)
             .configure(sync::configure)
             .configure(approvals::configure)
@@ -347,7 +349,7 @@ impl Chrome {
     /// The menu for `staff`, with `current` (an href) marked.
     pub fn new(staff: &Staff, current: &str) -> Chrome {
         let role = staff.role();
-        let all: [(&'static str, &'static str, Option<Action>); 15] = [
+        let all: [(&'static str, &'static str, Option<Action>); 16] = [
             ("/console/dashboard", "Dashboard", None),
             ("/console/medicines", "Catalogue", None),
             ("/console/sales", "Sales", None),
@@ -356,6 +358,11 @@ impl Chrome {
                 "/console/purchase-orders",
                 "Buying",
                 Some(Action::ReadPurchaseOrders),
+            ),
+            (
+                "/console/fiscal",
+                "Fiscal queue",
+                Some(Action::ReadFiscalDocuments),
             ),
             (
                 "/console/reports/sales",

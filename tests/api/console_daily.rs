@@ -611,3 +611,58 @@ async fn a_cashier_cannot_reach_buying_even_by_url() {
     let (_, o) = app.get(&format!("/purchase-orders/{oid}"), &admin).await;
     assert_eq!(o["status"], "submitted");
 }
+
+#[tokio::test]
+async fn a_rejected_invoice_is_read_and_retried_from_the_fiscal_queue() {
+    use crate::fiscal::{all_accepted, app_on, shop, sim_faults, simulator, until_status};
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let sim = simulator(pharmacy::fiscal_sim::Faults::default());
+    let app = app_on(&sim).await;
+    let shop = shop(&app, "KLA").await;
+    all_accepted(&app, std::time::Duration::from_secs(20)).await;
+    sim_faults(&sim, json!({"reject_rate": 1.0})).await;
+    let sale = crate::fiscal::sell(&app, &shop, 2).await;
+    until_status(&app, "T109", &sale["id"], "rejected").await;
+    let user = app.user(shop.branch, Role::BranchManager).await;
+    b.c().set_window_size(1280, 1200).await.unwrap();
+    b.sign_in(&app, &user.email).await;
+    b.click(r#"a[href="/console/fiscal"]"#).await;
+    assert_eq!(b.text("h1").await, "Fiscal queue");
+    let table = b.text("#fiscal-documents").await;
+    assert!(table.contains("simulated rejection"), "{table}");
+    assert!(b.text("#fiscal-summary").await.contains("KLA"));
+    b.screenshot("fiscal").await;
+    b.goto(&app, "/console/fiscal?status=rejected").await;
+    b.click("#fiscal-documents tbody a").await;
+    assert_eq!(b.text("#fiscal-status").await, "rejected");
+    assert!(b.text("#fiscal-attempts").await.contains("2124"));
+    sim_faults(&sim, json!({})).await;
+    b.click("#retry").await;
+    assert!(b.text("#notice-ok").await.contains("new revision"));
+    let doc = until_status(&app, "T109", &sale["id"], "accepted").await;
+    // The sale's page shows the FDN the authority gave.
+    b.goto(
+        &app,
+        &format!("/console/sales/{}", sale["id"].as_str().unwrap()),
+    )
+    .await;
+    assert_eq!(b.text("#fiscal-status").await, "accepted");
+    assert_eq!(b.text("#fdn").await, doc["fdn"].as_str().unwrap());
+    b.screenshot("sale-fiscal").await;
+    b.finish().await;
+}
+
+#[tokio::test]
+async fn a_cashier_has_no_fiscal_queue() {
+    let app = TestApp::spawn().await;
+    let a = app.branch("KLA").await;
+    let (_, cashier) = Console::of(&app, a, Role::Cashier).await;
+    let (status, _, _) = cashier.get("/console/fiscal").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (_, auditor) = Console::of(&app, a, Role::Auditor).await;
+    let (status, html, _) = auditor.get("/console/fiscal").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!html.contains(r#"id="retry""#));
+}

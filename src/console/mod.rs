@@ -19,6 +19,7 @@ pub mod books;
 pub mod buying;
 pub mod catalogue;
 pub mod charts;
+pub mod customers;
 pub mod dashboard;
 pub mod fiscal;
 pub mod forms;
@@ -95,6 +96,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(stock::configure)
             .configure(buying::configure)
             .configure(fiscal::configure)
+            .configure(customers::configure)
             .configure(books::configure)
             .configure(sync::configure)
             .configure(approvals::configure)
@@ -349,11 +351,12 @@ impl Chrome {
     /// The menu for `staff`, with `current` (an href) marked.
     pub fn new(staff: &Staff, current: &str) -> Chrome {
         let role = staff.role();
-        let all: [(&'static str, &'static str, Option<Action>); 16] = [
+        let all: [(&'static str, &'static str, Option<Action>); 17] = [
             ("/console/dashboard", "Dashboard", None),
             ("/console/medicines", "Catalogue", None),
             ("/console/sales", "Sales", None),
             ("/console/stock", "Stock", None),
+            ("/console/customers", "Customers", None),
             (
                 "/console/purchase-orders",
                 "Buying",

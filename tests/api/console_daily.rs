@@ -666,3 +666,53 @@ async fn a_cashier_has_no_fiscal_queue() {
     assert_eq!(status, StatusCode::OK);
     assert!(!html.contains(r#"id="retry""#));
 }
+
+#[tokio::test]
+async fn a_customers_payment_taken_in_the_browser_lowers_the_apis_balance() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    let a = app.branch("KLA").await;
+    let (_, admin) = app.signed_in(a, Role::Admin).await;
+    let (_, c) = app
+        .post(
+            "/customers",
+            &admin,
+            json!({"name": "Grace Namuli", "phone": "0772000111",
+                   "credit_limit": 50000, "is_credit_allowed": true}),
+        )
+        .await;
+    let cid = c["id"].as_str().unwrap().to_owned();
+    let m = stocked(&app, &admin, a, "Insulin pen", 12000).await;
+    let (status, sale) = app
+        .post(
+            "/sales",
+            &admin,
+            json!({"items": [{"medicine_id": m["id"], "quantity": 1}],
+                   "payment_method": "credit", "customer_id": cid}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{sale}");
+    let user = app.user(a, Role::Cashier).await;
+    b.c().set_window_size(1280, 1100).await.unwrap();
+    b.sign_in(&app, &user.email).await;
+    b.click(r#"a[href="/console/customers"]"#).await;
+    fill(&b, "search", "Grace\n").await;
+    b.screenshot("customers").await;
+    b.click(&format!(r#"a[href="/console/customers/{cid}"]"#))
+        .await;
+    assert_eq!(b.text("#customer-balance").await, "12,000.00");
+    // More than is owed is refused beside the field.
+    fill(&b, "amount", "20000").await;
+    b.click("#take-payment").await;
+    assert!(!b.text("#amount-error").await.is_empty());
+    fill(&b, "amount", "5000").await;
+    b.click("#take-payment").await;
+    assert_eq!(b.text("#receipt-paid").await, "5,000.00");
+    assert_eq!(b.text("#customer-balance").await, "7,000.00");
+    b.screenshot("customer").await;
+    let (_, read) = app.get(&format!("/customers/{cid}"), &admin).await;
+    assert_eq!(read["current_balance"], "7000.00", "{read}");
+    b.finish().await;
+}

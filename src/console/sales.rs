@@ -5,6 +5,9 @@
 //! `GET /sales/{id}` and `GET /returns`; a return is the branch actor's
 //! `CreateReturn`, exactly as `POST /sales/{id}/returns` files it, so a
 //! cashier's return waits for a manager here too.
+//!
+//! Over 600 lines: the sales list, the sale page and its return form share
+//! the row types and the refusal handling, kept together.
 
 use actix_web::http::StatusCode;
 use actix_web::web;

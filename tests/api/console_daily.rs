@@ -3,6 +3,9 @@
 //! in headless Chromium where the job is done by hand and with the
 //! browser stand-in of `console.rs` for the rules: each page's work is
 //! what the API then reads.
+//!
+//! Over 600 lines: one browser test per page group and its rule test,
+//! sharing the fixtures at the top.
 
 use fantoccini::Locator;
 use reqwest::StatusCode;

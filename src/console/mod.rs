@@ -16,13 +16,20 @@
 pub mod approvals;
 pub mod audit;
 pub mod books;
+pub mod buying;
+pub mod catalogue;
 pub mod charts;
+pub mod customers;
 pub mod dashboard;
+pub mod fiscal;
+pub mod forms;
 pub mod operations;
 pub mod people;
 pub mod reports;
+pub mod sales;
 pub mod session;
 pub mod settings;
+pub mod stock;
 pub mod sync;
 pub mod table;
 
@@ -84,6 +91,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/assets/console.css", web::get().to(stylesheet))
             .configure(dashboard::configure)
             .configure(reports::configure)
+            .configure(catalogue::configure)
+            .configure(sales::configure)
+            .configure(stock::configure)
+            .configure(buying::configure)
+            .configure(fiscal::configure)
+            .configure(customers::configure)
             .configure(books::configure)
             .configure(sync::configure)
             .configure(approvals::configure)
@@ -338,8 +351,22 @@ impl Chrome {
     /// The menu for `staff`, with `current` (an href) marked.
     pub fn new(staff: &Staff, current: &str) -> Chrome {
         let role = staff.role();
-        let all: [(&'static str, &'static str, Option<Action>); 11] = [
+        let all: [(&'static str, &'static str, Option<Action>); 17] = [
             ("/console/dashboard", "Dashboard", None),
+            ("/console/medicines", "Catalogue", None),
+            ("/console/sales", "Sales", None),
+            ("/console/stock", "Stock", None),
+            ("/console/customers", "Customers", None),
+            (
+                "/console/purchase-orders",
+                "Buying",
+                Some(Action::ReadPurchaseOrders),
+            ),
+            (
+                "/console/fiscal",
+                "Fiscal queue",
+                Some(Action::ReadFiscalDocuments),
+            ),
             (
                 "/console/reports/sales",
                 "Reports",
@@ -413,7 +440,7 @@ impl Notice {
     /// ours are not described.
     pub fn from_error(e: &Error) -> Notice {
         let field = match e {
-            Error::Validation { field, .. } => field.clone(),
+            Error::Validation { field, .. } | Error::Coded { field, .. } => field.clone(),
             _ => None,
         };
         let text = match e {

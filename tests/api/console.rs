@@ -553,8 +553,16 @@ async fn a_deactivated_or_changed_user_is_thrown_out_on_the_next_request() {
 
 /// Every console page and the action the API asks for it (`None`: open to
 /// every signed-in user, within its branch).
-const PAGES: [(&str, Option<Action>); 20] = [
+const PAGES: [(&str, Option<Action>); 28] = [
     ("/console/dashboard", None),
+    ("/console/medicines", None),
+    ("/console/medicines/new", Some(Action::WriteCatalogue)),
+    ("/console/sales", None),
+    ("/console/returns", None),
+    ("/console/stock", None),
+    ("/console/customers", None),
+    ("/console/purchase-orders", Some(Action::ReadPurchaseOrders)),
+    ("/console/fiscal", Some(Action::ReadFiscalDocuments)),
     ("/console/dashboard/alerts/low-stock", None),
     ("/console/reports/sales", Some(Action::ReadReports)),
     ("/console/reports/pharmacists", Some(Action::ReadReports)),

@@ -45,7 +45,7 @@ fn first_existing(env: &str, candidates: &[&str]) -> Option<PathBuf> {
 }
 
 /// A chromedriver of this test and the browser session on it.
-struct Browser {
+pub struct Browser {
     driver: Child,
     client: Option<Client>,
     _guard: tokio::sync::MutexGuard<'static, ()>,
@@ -54,7 +54,7 @@ struct Browser {
 impl Browser {
     /// Starts chromedriver and a headless Chromium at 1280×900, or `None`
     /// (after saying what to install) when there is none.
-    async fn start() -> Option<Browser> {
+    pub async fn start() -> Option<Browser> {
         let driver_bin = first_existing("CHROMEDRIVER", &["/usr/bin/chromedriver", "chromedriver"]);
         let chrome_bin = first_existing(
             "CHROME_BIN",
@@ -132,21 +132,21 @@ impl Browser {
         Some(browser)
     }
 
-    fn c(&self) -> &Client {
+    pub fn c(&self) -> &Client {
         self.client.as_ref().unwrap()
     }
 
-    async fn goto(&self, app: &TestApp, path: &str) {
+    pub async fn goto(&self, app: &TestApp, path: &str) {
         self.c().goto(&format!("{}{path}", app.root)).await.unwrap();
     }
 
-    async fn path(&self) -> String {
+    pub async fn path(&self) -> String {
         self.c().current_url().await.unwrap().path().to_owned()
     }
 
     /// The text of the element `css` selects, waiting for it to appear (a
     /// form's answer may still be loading).
-    async fn text(&self, css: &str) -> String {
+    pub async fn text(&self, css: &str) -> String {
         self.c()
             .wait()
             .for_element(Locator::Css(css))
@@ -157,11 +157,11 @@ impl Browser {
             .unwrap()
     }
 
-    async fn source(&self) -> String {
+    pub async fn source(&self) -> String {
         self.c().source().await.unwrap()
     }
 
-    async fn click(&self, css: &str) {
+    pub async fn click(&self, css: &str) {
         self.c()
             .find(Locator::Css(css))
             .await
@@ -171,7 +171,7 @@ impl Browser {
             .unwrap();
     }
 
-    async fn sign_in(&self, app: &TestApp, email: &str) {
+    pub async fn sign_in(&self, app: &TestApp, email: &str) {
         self.goto(app, "/console/login").await;
         let c = self.c();
         c.find(Locator::Id("email"))
@@ -195,7 +195,7 @@ impl Browser {
     }
 
     /// Saves the page as `<CONSOLE_SCREENSHOTS>/<name>.png` when asked to.
-    async fn screenshot(&self, name: &str) {
+    pub async fn screenshot(&self, name: &str) {
         let Some(dir) = std::env::var_os("CONSOLE_SCREENSHOTS") else {
             return;
         };
@@ -205,7 +205,7 @@ impl Browser {
     }
 
     /// Ends the browser session (the driver ends with the value).
-    async fn finish(mut self) {
+    pub async fn finish(mut self) {
         if let Some(c) = self.client.take() {
             let _ = c.close().await;
         }

@@ -158,7 +158,7 @@ pub async fn document(app: &TestApp, kind: &str, source: &Value) -> Value {
     })
 }
 
-async fn until_status(app: &TestApp, kind: &str, source: &Value, status: &str) -> Value {
+pub async fn until_status(app: &TestApp, kind: &str, source: &Value, status: &str) -> Value {
     let start = Instant::now();
     loop {
         let d = document(app, kind, source).await;

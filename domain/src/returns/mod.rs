@@ -53,7 +53,7 @@ use model::{NewReturn, Outcome};
 use read::replay;
 use write::{file, issue, reject};
 
-pub use model::{CreditNote, ReturnRequest, MAX_LINES};
+pub use model::{CreditNote, ReturnLineRequest, ReturnRequest, MAX_LINES};
 pub use read::{
     fiscal_payload, get, get_shown, list, refund_approval_branch, sale_branch, verify_chain,
     CreditNoteChain, CreditNoteFiscalPayload, ListFilter,

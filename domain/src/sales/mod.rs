@@ -52,7 +52,7 @@ mod write;
 pub use chain::{canonical, invoice_hash, verify_chain, ChainReport, GENESIS_HASH};
 pub use model::{Sale, SaleItem};
 pub use plan::standard_rate;
-pub use read::{get, get_shown, list, ListFilter};
+pub use read::{by_invoice_number, get, get_shown, list, ListFilter};
 pub use request::{
     Line, NewSale, SaleLineRequest, SaleRequest, MAX_LINES, MAX_SCAN, PAYMENT_METHODS,
 };

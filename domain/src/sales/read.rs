@@ -122,6 +122,31 @@ pub async fn get_shown<C: GenericClient + Sync>(c: &C, id: Uuid) -> Result<Optio
     Ok(sale)
 }
 
+/// The sale with this invoice number (within `branch_id` when given), as
+/// `get_shown` answers it: the console's lookup by the number on a receipt.
+/// Numbers are stored in capitals; the one typed is matched as typed or in
+/// capitals.
+pub async fn by_invoice_number<C: GenericClient + Sync>(
+    c: &C,
+    number: &str,
+    branch_id: Option<Uuid>,
+) -> Result<Option<Sale>> {
+    let number = number.trim();
+    let upper = number.to_uppercase();
+    let rows = select_sales(c, |q| {
+        q.and_where(Expr::col(("s", "invoice_number")).is_in([number.to_owned(), upper]));
+        if let Some(b) = branch_id {
+            q.and_where(Expr::col(("s", "branch_id")).eq(b));
+        }
+        q.limit(1);
+    })
+    .await?;
+    let Some(id) = rows.first().map(|s| s.id) else {
+        return Ok(None);
+    };
+    get_shown(c, id).await
+}
+
 /// Filters for a sales list.
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {

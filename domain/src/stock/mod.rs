@@ -16,6 +16,7 @@ mod pick;
 pub mod quarantine;
 pub mod receiving;
 pub mod reorder;
+pub mod shelf;
 pub mod transfers;
 
 pub use pick::{available, pick, pick_batch, pick_whole, whole_packs, Lot};

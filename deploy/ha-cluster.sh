@@ -16,6 +16,7 @@
 #   deploy/ha-cluster.sh kill-primary [--dir DIR]     # kill -9 the leader's postmaster
 #   deploy/ha-cluster.sh kill-replica [--dir DIR]     # kill -9 the synchronous standby's postmaster
 #   deploy/ha-cluster.sh stop-node|start-node NODE [--dir DIR]  # a whole node (Patroni and PostgreSQL)
+#   deploy/ha-cluster.sh freeze-leader|thaw NODE [--dir DIR]    # SIGSTOP / SIGCONT the leader's Patroni
 #   deploy/ha-cluster.sh kill-etcd [MEMBER] [--dir DIR]         # kill -9 one etcd member (default e3)
 #   deploy/ha-cluster.sh start-etcd [MEMBER] [--dir DIR]
 #   deploy/ha-cluster.sh wait-healthy [--dir DIR]     # a leader, two streaming replicas, one synchronous
@@ -67,7 +68,7 @@ STRICT="${HA_STRICT:-0}"
 PURGE=0
 
 usage() {
-    sed -n '2,53p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,54p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     exit "${1:-2}"
 }
 
@@ -580,6 +581,8 @@ stop_pid() { # name signal-wait-seconds
     pid="$(pid_of "$name")"
     if alive "$pid"; then
         kill -TERM "$pid" 2>/dev/null || true
+        # A frozen one (freeze-leader) gets the signal once it runs again.
+        kill -CONT "$pid" 2>/dev/null || true
         for ((i = 0; i < secs * 10; i++)); do alive "$pid" || break; sleep 0.1; done
         if alive "$pid"; then
             say "$name did not stop within $secs s of SIGTERM; killing it"
@@ -709,6 +712,22 @@ kill_replica() {
     echo "$r"
 }
 
+# The leader's Patroni stopped dead (SIGSTOP), its PostgreSQL still
+# running: HAProxy's checks of that node fail, so writes stop reaching it at
+# once; the lock expires after ttl and a replica takes over; `thaw` lets the
+# old Patroni run again, find the lock gone and demote its PostgreSQL.
+freeze_leader() {
+    need_cluster
+    local l pid
+    l="$(leader)"
+    [[ -n "$l" ]] || die "no leader to freeze"
+    pid="$(pid_of "patroni-$l")"
+    alive "$pid" || die "the leader's Patroni is not running"
+    kill -STOP "$pid"
+    say "froze Patroni of the leader $l (pid $pid); its PostgreSQL runs on"
+    echo "$l"
+}
+
 node_arg() {
     [[ " ${NODES[*]} " == *" $ARG "* ]] || die "name a node: ${NODES[*]}"
 }
@@ -729,6 +748,8 @@ case "$COMMAND" in
     kill-replica) kill_replica ;;
     stop-node) need_cluster; node_arg; stop_pid "patroni-$ARG" 60; say "$ARG stopped" ;;
     start-node) need_cluster; node_arg; alive "$(pid_of "patroni-$ARG")" && { say "$ARG is running"; exit 0; }; start_patroni "$ARG" ;;
+    freeze-leader) freeze_leader ;;
+    thaw) need_cluster; node_arg; pid="$(pid_of "patroni-$ARG")"; alive "$pid" || die "Patroni of $ARG is not running"; kill -CONT "$pid"; say "Patroni of $ARG runs again" ;;
     kill-etcd) need_cluster; member_arg; pid="$(pid_of "etcd-$ARG")"; alive "$pid" || die "etcd $ARG is not running"; kill -KILL "$pid"; say "killed -9 etcd member $ARG (pid $pid)" ;;
     start-etcd) need_cluster; member_arg; alive "$(pid_of "etcd-$ARG")" && { say "etcd $ARG is running"; exit 0; }; start_etcd "$ARG" ;;
     *) usage ;;

@@ -29,6 +29,9 @@ pub enum Drill {
     Replica,
     /// kill -9 of one etcd member, started again 5 s later.
     Etcd,
+    /// SIGSTOP of the leader's Patroni (HAProxy loses its view of the node,
+    /// its PostgreSQL runs on), SIGCONT once another node leads.
+    Freeze,
 }
 
 impl Drill {
@@ -37,7 +40,8 @@ impl Drill {
             "failover" => Drill::Failover,
             "replica" => Drill::Replica,
             "etcd" => Drill::Etcd,
-            other => bail!("unknown drill {other}: failover, replica or etcd"),
+            "freeze" => Drill::Freeze,
+            other => bail!("unknown drill {other}: failover, replica, etcd or freeze"),
         })
     }
 
@@ -46,6 +50,7 @@ impl Drill {
             Drill::Failover => "failover",
             Drill::Replica => "replica",
             Drill::Etcd => "etcd",
+            Drill::Freeze => "freeze",
         }
     }
 
@@ -54,6 +59,7 @@ impl Drill {
             Drill::Failover => &["kill-primary"],
             Drill::Replica => &["kill-replica"],
             Drill::Etcd => &["kill-etcd", "e3"],
+            Drill::Freeze => &["freeze-leader"],
         }
     }
 }
@@ -207,6 +213,24 @@ pub async fn run(
         run_blocking(cluster, &["start-etcd", "e3"])?;
         println!("  etcd member e3 started again");
     }
+    if drill == Drill::Freeze {
+        // Thawed once another node leads (the frozen one's lock expired).
+        let deadline = fault_at + Duration::from_secs(60);
+        loop {
+            let members = run_blocking(cluster, &["members"]).unwrap_or_default();
+            let moved = leader_of(&members).is_some_and(|l| l != report.leader_before);
+            if moved || Instant::now() > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        run_blocking(cluster, &["thaw", report.fault_hit.as_str()])?;
+        println!(
+            "  {} thawed {:.1} s after the freeze",
+            report.fault_hit,
+            fault_at.elapsed().as_secs_f64()
+        );
+    }
     // The cluster whole again, measured while the load goes on: after a
     // failover a new leader; after a replica's loss, the loss seen first
     // (Patroni notices it on its next loop).
@@ -219,7 +243,9 @@ pub async fn run(
             seen_broken |= !ok;
             let done = ok
                 && match drill {
-                    Drill::Failover => leader_of(&members) != Some(report.leader_before.as_str()),
+                    Drill::Failover | Drill::Freeze => {
+                        leader_of(&members) != Some(report.leader_before.as_str())
+                    }
                     Drill::Replica => seen_broken || fault_at.elapsed() > Duration::from_secs(10),
                     Drill::Etcd => true,
                 };
@@ -246,12 +272,14 @@ pub async fn run(
 
     tally(&mut report, &logs, fault_at, load.writes_back_within);
     check(&mut report, &shared, &logs, pool).await?;
-    if drill == Drill::Failover && report.leader_after == report.leader_before {
+    if matches!(drill, Drill::Failover | Drill::Freeze)
+        && report.leader_after == report.leader_before
+    {
         report
             .failures
             .push(format!("the leader is still {}", report.leader_before));
     }
-    if drill == Drill::Failover || drill == Drill::Replica {
+    if drill != Drill::Etcd {
         // The node the fault hit is back, as a replica.
         let back = report.members_after.iter().any(|m| {
             let f: Vec<&str> = m.split_whitespace().collect();
@@ -659,6 +687,91 @@ pub fn print_table(reports: &[DrillReport]) {
                     ms as f64 / 1000.0
                 )),
             if r.ok { "held" } else { "FAILED" }
+        );
+    }
+}
+
+/// Throughput of one replication setting: acknowledged sales and payments
+/// per second (the clients alternate them), no fault.
+#[derive(Debug, Serialize)]
+pub struct Throughput {
+    pub setting: String,
+    pub secs: f64,
+    pub sales_per_sec: f64,
+    pub payments_per_sec: f64,
+    pub refused: u64,
+}
+
+/// Runs `clients` clients for `secs` seconds and counts what was
+/// acknowledged.
+pub async fn throughput(
+    setting: &str,
+    clients: usize,
+    secs: Duration,
+    api: &Api,
+    world: &World,
+) -> Result<Throughput> {
+    let nonce = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or_default();
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(15))
+        .pool_max_idle_per_host(256)
+        .tcp_nodelay(true)
+        .build()?;
+    let started = Instant::now();
+    let shared = Arc::new(Shared {
+        http,
+        base: api.base.clone(),
+        world: world.clone(),
+        prefix: format!("sync-{nonce}"),
+        load_end: started + secs,
+        retry_for: Duration::from_secs(10),
+    });
+    let tasks: Vec<_> = (0..clients)
+        .map(|i| tokio::spawn(client(i, shared.clone())))
+        .collect();
+    let mut logs = Vec::new();
+    for t in tasks {
+        logs.push(t.await??);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let count = |want: fn(&Kind) -> bool| {
+        logs.iter()
+            .flat_map(|l| l.acks.iter())
+            .filter(|a| want(&a.kind))
+            .count() as f64
+    };
+    Ok(Throughput {
+        setting: setting.to_owned(),
+        secs: elapsed,
+        sales_per_sec: count(|k| matches!(k, Kind::Sale)) / elapsed,
+        payments_per_sec: count(|k| matches!(k, Kind::Payment)) / elapsed,
+        refused: logs.iter().map(|l| l.s503 + l.unanswered).sum(),
+    })
+}
+
+pub fn print_throughput(runs: &[Throughput]) {
+    let Some(base) = runs.first() else { return };
+    let total = |t: &Throughput| t.sales_per_sec + t.payments_per_sec;
+    println!(
+        "\n| replication | sales/s | payments/s | together | ratio to `{}` |",
+        base.setting
+    );
+    println!("|---|---|---|---|---|");
+    for t in runs {
+        println!(
+            "| {} | {:.1} | {:.1} | {:.1} | {:.2} |",
+            t.setting,
+            t.sales_per_sec,
+            t.payments_per_sec,
+            total(t),
+            if total(base) > 0.0 {
+                total(t) / total(base)
+            } else {
+                0.0
+            }
         );
     }
 }

@@ -3,6 +3,7 @@
 //! ```sh
 //! cargo run --release -p bench --bin ha-bench                       # the failover drill
 //! cargo run --release -p bench --bin ha-bench -- failover,replica,etcd
+//! cargo run --release -p bench --bin ha-bench -- sync-cost    # what synchronous replication costs
 //! ```
 //!
 //! It brings up `deploy/ha-cluster.sh` (three etcd members, three
@@ -14,7 +15,9 @@
 //! every request with its own mutation id, each client recording every
 //! acknowledged answer; after a few seconds the fault (`failover`: kill -9
 //! of the leader's postmaster; `replica`: kill -9 of the synchronous
-//! standby's; `etcd`: kill -9 of one etcd member, started again after);
+//! standby's; `etcd`: kill -9 of one etcd member, started again after;
+//! `freeze`: SIGSTOP of the leader's Patroni, so HAProxy loses its view of
+//! the node while its PostgreSQL runs on, SIGCONT once another node leads);
 //! a request not answered with success is sent again with the same mutation
 //! id and body until it is, for up to 60 s. Then, through the API and in the
 //! database the write port leads to (the new leader): every acknowledged
@@ -24,7 +27,11 @@
 //! (first refused write to the first write accepted after it), requests
 //! answered 503, acknowledged-but-lost (must be 0), duplicates (must be 0),
 //! and how long the cluster took to be whole again (the old leader back as
-//! a replica). Figures go to `target/ha-bench/latest.json`.
+//! a replica). `sync-cost` runs the same clients without a fault under
+//! three replication settings (synchronous standby with synchronous_commit
+//! on, with remote_write, and asynchronous standbys as in the scale-out
+//! round) and prints the throughput ratios. Figures go to
+//! `target/ha-bench/latest.json`.
 
 #![allow(
     clippy::print_stdout,
@@ -54,7 +61,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 
 use crate::api::Api;
-use crate::ha_drill::{Drill, DrillReport, Load};
+use crate::ha_drill::{Drill, DrillReport, Load, Throughput};
 use crate::prep::Sizes;
 
 #[derive(Parser, Debug)]
@@ -63,7 +70,9 @@ use crate::prep::Sizes;
     about = "Fault drills of the HA topology under load: lost and doubled acknowledged writes, time without writes"
 )]
 struct Cli {
-    /// Drills, comma-separated: failover, replica, etcd.
+    /// Drills, comma-separated: failover, replica, etcd, freeze; `sync-cost`
+    /// measures throughput with synchronous_commit on, remote_write, and
+    /// asynchronous standbys instead.
     #[arg(value_delimiter = ',', default_value = "failover")]
     drills: Vec<String>,
     /// Concurrent clients.
@@ -91,6 +100,9 @@ struct Cli {
     /// The service binary (default: built with this tool's profile).
     #[arg(long)]
     server_bin: Option<PathBuf>,
+    /// Seconds of load per replication setting (`sync-cost`).
+    #[arg(long, default_value_t = 20)]
+    sync_secs: u64,
     /// Leave the cluster running afterwards (its directory is printed).
     #[arg(long)]
     keep: bool,
@@ -132,8 +144,10 @@ async fn run(cli: Cli) -> Result<bool> {
     let drills: Vec<Drill> = cli
         .drills
         .iter()
+        .filter(|d| d.as_str() != "sync-cost")
         .map(|d| Drill::parse(d))
         .collect::<Result<_>>()?;
+    let sync_cost = cli.drills.iter().any(|d| d == "sync-cost");
     let root = root();
     let out = root.join("target/ha-bench");
     std::fs::create_dir_all(&out)?;
@@ -157,7 +171,7 @@ async fn run(cli: Cli) -> Result<bool> {
         started.elapsed().as_secs_f64(),
         cluster.leader().unwrap_or_default()
     );
-    let result = drive(&cli, &cluster, &env, &drills).await;
+    let result = drive(&cli, &cluster, &env, &drills, sync_cost).await;
     // The logs outlive the cluster's directory, for a look after a failure.
     let logs = out.join("last-logs");
     let _ = std::fs::remove_dir_all(&logs);
@@ -175,11 +189,14 @@ async fn run(cli: Cli) -> Result<bool> {
     } else {
         cluster.down()?;
     }
-    let reports = result?;
-    ha_drill::print_table(&reports);
+    let (reports, sync) = result?;
+    if !reports.is_empty() {
+        ha_drill::print_table(&reports);
+    }
+    ha_drill::print_throughput(&sync);
     std::fs::write(
         out.join("latest.json"),
-        serde_json::to_vec_pretty(&reports)?,
+        serde_json::to_vec_pretty(&serde_json::json!({"drills": reports, "replication": sync}))?,
     )?;
     println!("figures written to {}", out.join("latest.json").display());
     Ok(reports.iter().all(|r| r.ok))
@@ -190,7 +207,8 @@ async fn drive(
     cluster: &Cluster,
     env: &BTreeMap<String, String>,
     drills: &[Drill],
-) -> Result<Vec<DrillReport>> {
+    sync_cost: bool,
+) -> Result<(Vec<DrillReport>, Vec<Throughput>)> {
     let base = get(env, "BASE_URL")?.to_owned();
     let api = Api::new(base.clone())?;
     let admin = api
@@ -241,8 +259,95 @@ async fn drive(
             .command(&["wait-healthy", "120"])
             .context("the cluster did not become whole again")?;
     }
+    let mut sync = Vec::new();
+    if sync_cost {
+        let patroni = get(env, "PATRONI_URLS")?
+            .split_whitespace()
+            .next()
+            .context("no Patroni URL")?
+            .to_owned();
+        // (name, synchronous_mode, synchronous_commit); the last one is the
+        // cluster's own setting again.
+        let settings = [
+            ("synchronous standby, synchronous_commit on", true, "on"),
+            (
+                "synchronous standby, synchronous_commit remote_write",
+                true,
+                "remote_write",
+            ),
+            ("asynchronous standbys (the scale-out round)", false, "on"),
+        ];
+        for (name, mode, commit) in settings {
+            replication(&api.http, &patroni, &pool, mode, commit).await?;
+            println!(
+                "\n== throughput: {name}, {} clients, {} s",
+                cli.clients, cli.sync_secs
+            );
+            let t = ha_drill::throughput(
+                name,
+                cli.clients.max(1),
+                Duration::from_secs(cli.sync_secs),
+                &api,
+                &world,
+            )
+            .await?;
+            println!(
+                "  {:.1} sales/s, {:.1} payments/s, {} refused",
+                t.sales_per_sec, t.payments_per_sec, t.refused
+            );
+            sync.push(t);
+        }
+        replication(&api.http, &patroni, &pool, true, "on").await?;
+    }
     pool.close();
-    Ok(reports)
+    Ok((reports, sync))
+}
+
+/// Sets Patroni's synchronous mode and PostgreSQL's synchronous_commit for
+/// the whole cluster (Patroni's dynamic configuration) and waits until the
+/// leader runs with them.
+async fn replication(
+    http: &reqwest::Client,
+    patroni: &str,
+    pool: &domain::db::Pool,
+    mode: bool,
+    commit: &str,
+) -> Result<()> {
+    let res = http
+        .patch(format!("{patroni}/config"))
+        .json(&serde_json::json!({
+            "synchronous_mode": mode,
+            "postgresql": {"parameters": {"synchronous_commit": commit}}
+        }))
+        .send()
+        .await?;
+    if !res.status().is_success() {
+        bail!("PATCH {patroni}/config answered {}", res.status());
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = async {
+            let c = pool.get().await?;
+            let row = c
+                .query_one(
+                    "SELECT current_setting('synchronous_commit'), \
+                            current_setting('synchronous_standby_names')",
+                    &[],
+                )
+                .await?;
+            anyhow::Ok((row.get::<_, String>(0), row.get::<_, String>(1)))
+        }
+        .await;
+        if let Ok((c, names)) = now {
+            if c == commit && names.is_empty() != mode {
+                return Ok(());
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("the cluster did not take synchronous_mode {mode}, synchronous_commit {commit} within 60 s");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 fn get<'a>(env: &'a BTreeMap<String, String>, key: &str) -> Result<&'a str> {

@@ -12,7 +12,7 @@
 #   deploy/ha-cluster.sh status [--dir DIR]
 #   deploy/ha-cluster.sh down [--dir DIR] [--purge]
 #   deploy/ha-cluster.sh leader [--dir DIR]           # the leader's node name
-#   deploy/ha-cluster.sh members [--dir DIR]          # Patroni's view: name role state lag
+#   deploy/ha-cluster.sh members [--dir DIR]          # Patroni's view: name role state lag timeline
 #   deploy/ha-cluster.sh kill-primary [--dir DIR]     # kill -9 the leader's postmaster
 #   deploy/ha-cluster.sh kill-replica [--dir DIR]     # kill -9 the synchronous standby's postmaster
 #   deploy/ha-cluster.sh stop-node|start-node NODE [--dir DIR]  # a whole node (Patroni and PostgreSQL)
@@ -218,8 +218,8 @@ psql_at() { # port sql
 }
 
 # Patroni's view of the cluster, from the first REST API that answers:
-# one line per member, `name role state lag` (role: leader, sync_standby,
-# replica).
+# one line per member, `name role state lag timeline` (role: leader,
+# sync_standby, replica).
 members() {
     local n out
     for n in "${NODES[@]}"; do
@@ -227,7 +227,7 @@ members() {
         python3 -c '
 import json, sys
 for m in json.loads(sys.argv[1]).get("members", []):
-    print(m.get("name"), m.get("role"), m.get("state"), m.get("lag", 0))
+    print(m.get("name"), m.get("role"), m.get("state"), m.get("lag", 0), m.get("timeline"))
 ' "$out"
         return 0
     done
@@ -267,6 +267,7 @@ start_etcd() { # member
             --initial-advertise-peer-urls "http://127.0.0.1:$(etcd_peer_port "$m")" \
             --initial-cluster "$cluster" --initial-cluster-token "pharmacy-ha" \
             --initial-cluster-state new --heartbeat-interval 200 --election-timeout 2000 \
+            --enable-v2=true \
             --logger zap --log-level warn \
             >>"$DIR/log/etcd-$m.log" 2>&1 </dev/null &
         echo $! >"$DIR/pids/etcd-$m.pid"
@@ -286,7 +287,13 @@ log:
 restapi:
   listen: 127.0.0.1:$(rest_port "$n")
   connect_address: 127.0.0.1:$(rest_port "$n")
-etcd3:
+# etcd's v2 API on purpose: Patroni 3.0's v3 client renews the leader key
+# with an unconditional put, so a leader whose Patroni was frozen past the
+# key's ttl (a stalled machine) takes the key back from the replica that
+# was promoted meanwhile, and that replica's acknowledged commits are
+# rewound away (the freeze drill showed it). The v2 client renews with a
+# compare-and-swap on its own name, which fails once another node leads.
+etcd:
   hosts: $hosts
 bootstrap:
   dcs:
@@ -390,6 +397,8 @@ healthy() {
     sync=$(awk '$2 == "sync_standby" && ($3 == "streaming" || $3 == "running")' <<<"$m" | wc -l)
     running=$(wc -l <<<"$m")
     [[ $leaders -eq 1 && $sync -ge 1 && $running -ge "${1:-3}" ]] || return 1
+    # A node that has not yet rewound to the leader's timeline is not back.
+    [[ $(awk '{ print $5 }' <<<"$m" | sort -u | wc -l) -eq 1 ]] || return 1
     ! awk '$2 != "leader" && $3 != "streaming" && $3 != "running" { bad = 1 } END { exit !bad }' <<<"$m"
 }
 
@@ -582,7 +591,7 @@ stop_pid() { # name signal-wait-seconds
     if alive "$pid"; then
         kill -TERM "$pid" 2>/dev/null || true
         # A frozen one (freeze-leader) gets the signal once it runs again.
-        kill -CONT "$pid" 2>/dev/null || true
+        resume "$pid"
         for ((i = 0; i < secs * 10; i++)); do alive "$pid" || break; sleep 0.1; done
         if alive "$pid"; then
             say "$name did not stop within $secs s of SIGTERM; killing it"
@@ -667,7 +676,7 @@ status() {
     for m in "${MEMBERS[@]}"; do
         echo "  $m: $(curl -fsS --max-time 2 "http://127.0.0.1:$(etcd_client_port "$m")/health" 2>/dev/null || echo unreachable)"
     done
-    echo "Patroni (name role state lag):"
+    echo "Patroni (name role state lag timeline):"
     members 2>/dev/null | sed 's/^/  /' || echo "  no Patroni REST API answers"
     if alive "$(pid_of haproxy-pg)"; then
         echo "database HAProxy (write / read):"
@@ -712,6 +721,17 @@ kill_replica() {
     echo "$r"
 }
 
+# SIGCONT to a process and to its runuser wrapper: runuser stops itself
+# when its child is stopped, and a stopped wrapper would never reap it.
+resume() { # pid
+    local parent
+    parent="$(ps -o ppid= -p "$1" 2>/dev/null | tr -d ' ' || true)"
+    kill -CONT "$1" 2>/dev/null || true
+    if [[ -n "$parent" && "$(ps -o comm= -p "$parent" 2>/dev/null || true)" == runuser ]]; then
+        kill -CONT "$parent" 2>/dev/null || true
+    fi
+}
+
 # The leader's Patroni stopped dead (SIGSTOP), its PostgreSQL still
 # running: HAProxy's checks of that node fail, so writes stop reaching it at
 # once; the lock expires after ttl and a replica takes over; `thaw` lets the
@@ -749,7 +769,7 @@ case "$COMMAND" in
     stop-node) need_cluster; node_arg; stop_pid "patroni-$ARG" 60; say "$ARG stopped" ;;
     start-node) need_cluster; node_arg; alive "$(pid_of "patroni-$ARG")" && { say "$ARG is running"; exit 0; }; start_patroni "$ARG" ;;
     freeze-leader) freeze_leader ;;
-    thaw) need_cluster; node_arg; pid="$(pid_of "patroni-$ARG")"; alive "$pid" || die "Patroni of $ARG is not running"; kill -CONT "$pid"; say "Patroni of $ARG runs again" ;;
+    thaw) need_cluster; node_arg; pid="$(pid_of "patroni-$ARG")"; alive "$pid" || die "Patroni of $ARG is not running"; resume "$pid"; say "Patroni of $ARG runs again" ;;
     kill-etcd) need_cluster; member_arg; pid="$(pid_of "etcd-$ARG")"; alive "$pid" || die "etcd $ARG is not running"; kill -KILL "$pid"; say "killed -9 etcd member $ARG (pid $pid)" ;;
     start-etcd) need_cluster; member_arg; alive "$(pid_of "etcd-$ARG")" && { say "etcd $ARG is running"; exit 0; }; start_etcd "$ARG" ;;
     *) usage ;;

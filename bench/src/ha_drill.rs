@@ -312,9 +312,10 @@ fn run_blocking(
     tokio::task::block_in_place(|| cluster(args))
 }
 
-/// `members` lines (`name role state lag`): one leader running, every other
-/// node a running or streaming replica, one of them synchronous, three in
-/// all.
+/// `members` lines (`name role state lag timeline`): one leader running,
+/// every other node a running or streaming replica on the leader's timeline
+/// (an old leader not yet rewound is not back), one of them synchronous,
+/// three in all.
 fn healthy(members: &str) -> bool {
     let rows: Vec<Vec<&str>> = members
         .lines()
@@ -326,6 +327,9 @@ fn healthy(members: &str) -> bool {
         && rows.iter().filter(|r| role(r, "leader") && up(r)).count() == 1
         && rows.iter().any(|r| role(r, "sync_standby") && up(r))
         && rows.iter().all(up)
+        && rows
+            .iter()
+            .all(|r| r.get(4).is_some() && r.get(4) == rows[0].get(4))
 }
 
 fn leader_of(members: &str) -> Option<&str> {

@@ -12,7 +12,11 @@
 #             doubled, the old leader comes back as a replica;
 #   replica   kill -9 of the synchronous standby's postmaster: writes go on;
 #   etcd      kill -9 of one etcd member (started again 5 s later): nothing
-#             happens.
+#             happens;
+#   freeze    SIGSTOP of the leader's Patroni (HAProxy loses its view of the
+#             node while its PostgreSQL runs on), SIGCONT once a replica
+#             leads: writes back once the lock's ttl ran out (within 45 s),
+#             nothing lost, the old leader rejoins as a replica.
 #
 # After each drill the new leader's database is checked: every acknowledged
 # write once with its content, icv gapless, hash chains verified, stock =
@@ -31,7 +35,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 started=$(date +%s)
 PORT="${HA_CHECK_PORT:-18880}"
-DRILLS="${HA_CHECK_DRILLS:-failover,replica,etcd}"
+DRILLS="${HA_CHECK_DRILLS:-failover,replica,etcd,freeze}"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 DIR="$ROOT/target/ha-bench/cluster"
 

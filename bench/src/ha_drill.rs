@@ -270,7 +270,14 @@ pub async fn run(
         .map(str::to_owned)
         .collect();
 
-    tally(&mut report, &logs, fault_at, load.writes_back_within);
+    // A frozen leader keeps its lock until the lock's ttl (20 s) runs out:
+    // that drill's bound is the ttl's, not the failover's.
+    let within = if drill == Drill::Freeze {
+        load.writes_back_within.max(Duration::from_secs(45))
+    } else {
+        load.writes_back_within
+    };
+    tally(&mut report, &logs, fault_at, within);
     check(&mut report, &shared, &logs, pool).await?;
     if matches!(drill, Drill::Failover | Drill::Freeze)
         && report.leader_after == report.leader_before

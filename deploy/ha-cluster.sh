@@ -51,6 +51,10 @@
 # It installs nothing: a missing program is named with its Debian package
 # (patroni, etcd-server, haproxy, postgresql). As root, PostgreSQL and
 # Patroni run as the `postgres` system user (initdb refuses root).
+#
+# (Over 600 lines, like local-cluster.sh beside it, because up, down,
+# status and the drills share one order of parts and one set of ports;
+# split, each piece would repeat them.)
 
 set -euo pipefail
 

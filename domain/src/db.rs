@@ -250,3 +250,26 @@ impl Drop for Tx<'_> {
         }
     }
 }
+
+/// Whether the database `pool` reaches answers and takes writes: false
+/// while it cannot be reached (a failover under way, a restart) and while
+/// the node reached is read-only (a hot standby, where every transaction
+/// is read-only, or a database an operator has set read-only). The
+/// readiness probe's question.
+pub async fn takes_writes(pool: &Pool) -> bool {
+    let Ok(client) = pool.get().await else {
+        return false;
+    };
+    // Schema-qualified: a test database may shadow unqualified names to
+    // play a standby for the read replica.
+    match client
+        .query_one(
+            "SELECT pg_catalog.current_setting('transaction_read_only') = 'on'",
+            &[],
+        )
+        .await
+    {
+        Ok(row) => matches!(row.try_get::<_, bool>(0), Ok(false)),
+        Err(_) => false,
+    }
+}

@@ -389,11 +389,7 @@ impl From<tokio_postgres::Error> for Error {
         {
             return Error::busy("The record is busy; please retry.");
         }
-        if *code == SqlState::ADMIN_SHUTDOWN
-            || *code == SqlState::CANNOT_CONNECT_NOW
-            || *code == SqlState::TOO_MANY_CONNECTIONS
-            || *code == SqlState::CRASH_SHUTDOWN
-        {
+        if unavailable_state(code) {
             return Error::database_unavailable(2);
         }
         if *code == SqlState::UNIQUE_VIOLATION {
@@ -426,6 +422,33 @@ impl From<tokio_postgres::Error> for Error {
     }
 }
 
+/// Whether a server error means "this database cannot take the request
+/// now, another moment (or another node) will": the answer is 503 with
+/// Retry-After, never 500. A failover produces each of them:
+///
+/// - class 08, connection exceptions (the server ended the connection or
+///   refused to start one);
+/// - 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now
+///   (a node restarting, in recovery, or being demoted), 57P05 idle session
+///   timeout;
+/// - 25006 read-only transaction: a write reached a node that is (or has
+///   just become) a replica, through a connection made while it led;
+/// - 53300 too many connections.
+///
+/// Query cancellation (57014, the statement timeout) is not here: it is the
+/// service's own limit and answers `busy`.
+pub fn unavailable_state(code: &tokio_postgres::error::SqlState) -> bool {
+    use tokio_postgres::error::SqlState;
+    let text = code.code();
+    text.starts_with("08")
+        || *code == SqlState::ADMIN_SHUTDOWN
+        || *code == SqlState::CRASH_SHUTDOWN
+        || *code == SqlState::CANNOT_CONNECT_NOW
+        || *code == SqlState::IDLE_SESSION_TIMEOUT
+        || *code == SqlState::READ_ONLY_SQL_TRANSACTION
+        || *code == SqlState::TOO_MANY_CONNECTIONS
+}
+
 impl From<deadpool_postgres::PoolError> for Error {
     fn from(e: deadpool_postgres::PoolError) -> Self {
         match e {
@@ -447,5 +470,33 @@ impl From<deadpool_postgres::PoolError> for Error {
 impl From<actors::Refused> for Error {
     fn from(why: actors::Refused) -> Self {
         Error::refused(why)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio_postgres::error::SqlState;
+
+    use super::unavailable_state;
+
+    #[test]
+    fn what_a_failover_answers_is_unavailable_and_a_clients_mistake_is_not() {
+        for code in [
+            "08000", "08003", "08006", "08001", "08004", "57P01", "57P02", "57P03", "57P05",
+            "25006", "53300",
+        ] {
+            assert!(
+                unavailable_state(&SqlState::from_code(code)),
+                "{code} means: retry shortly"
+            );
+        }
+        for code in [
+            "57014", "40001", "40P01", "23505", "23503", "22003", "42P01", "P0001",
+        ] {
+            assert!(
+                !unavailable_state(&SqlState::from_code(code)),
+                "{code} is not about the database being away"
+            );
+        }
     }
 }

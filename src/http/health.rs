@@ -5,7 +5,7 @@ use prometheus::Encoder;
 
 use crate::state::AppState;
 use crate::telemetry;
-use domain::error::Problem;
+use domain::error::{Code, Problem};
 use domain::{Error, Result};
 
 use actix_web::get;
@@ -30,21 +30,27 @@ pub async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(Health { status: "ok" })
 }
 
-/// The database is reachable.
+/// The primary database is reachable and takes writes. While it cannot be
+/// reached (a failover under way, the database restarting) or the node
+/// `DATABASE_URL` leads to is a read-only replica, the answer is 503 with
+/// Retry-After, so that a load balancer stops sending this process work it
+/// would refuse anyway.
 #[utoipa::path(tag = "operations",
     responses((status = 200, description = "Ready", body = Health), (status = 503, body = Problem, content_type = "application/problem+json")))]
 #[get("/readyz")]
 pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse> {
-    let client = state
-        .pool
-        .get()
-        .await
-        .map_err(|_| Error::database_unavailable(2))?;
-    client
-        .simple_query("SELECT 1")
-        .await
-        .map_err(|_| Error::database_unavailable(2))?;
+    if !domain::db::takes_writes(&state.pool).await {
+        return Err(primary_away());
+    }
     Ok(HttpResponse::Ok().json(Health { status: "ready" }))
+}
+
+fn primary_away() -> Error {
+    Error::Unavailable {
+        detail: "The primary database cannot be reached, or the node reached is a read-only replica; writes are refused until it is back or a replica takes over.".to_owned(),
+        retry_after: 2,
+        code: Code::DatabaseUnavailable,
+    }
 }
 
 /// Prometheus text exposition.

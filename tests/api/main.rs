@@ -29,6 +29,7 @@ mod declared_limits;
 mod devdb;
 mod devices;
 mod errors;
+mod failover;
 mod fiscal;
 mod fuzz_bodies;
 mod goods_received;

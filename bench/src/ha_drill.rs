@@ -1,0 +1,793 @@
+//! One fault drill of the HA topology under load, and its checks (the
+//! `ha-bench` tool; see its header). Clients record every answer; the
+//! checks compare what they were told with what the new leader holds.
+//!
+//! Over 600 lines because a drill's load, its fault, its wait for a whole
+//! cluster and its checks read best as one sequence; the throughput runs of
+//! `sync-cost` (from `Throughput` down) are the part to move into a module
+//! of their own when this grows.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Result};
+use futures_util::{stream, StreamExt};
+use rand::rngs::SmallRng;
+use rand::seq::index::sample;
+use rand::{Rng, SeedableRng};
+use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
+use reqwest::Method;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use domain::db::Pool;
+
+use crate::api::Api;
+use crate::prep::World;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drill {
+    /// kill -9 of the leader's postmaster.
+    Failover,
+    /// kill -9 of the synchronous standby's postmaster.
+    Replica,
+    /// kill -9 of one etcd member, started again 5 s later.
+    Etcd,
+    /// SIGSTOP of the leader's Patroni (HAProxy loses its view of the node,
+    /// its PostgreSQL runs on), SIGCONT once another node leads.
+    Freeze,
+}
+
+impl Drill {
+    pub fn parse(s: &str) -> Result<Drill> {
+        Ok(match s {
+            "failover" => Drill::Failover,
+            "replica" => Drill::Replica,
+            "etcd" => Drill::Etcd,
+            "freeze" => Drill::Freeze,
+            other => bail!("unknown drill {other}: failover, replica, etcd or freeze"),
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Drill::Failover => "failover",
+            Drill::Replica => "replica",
+            Drill::Etcd => "etcd",
+            Drill::Freeze => "freeze",
+        }
+    }
+
+    fn fault(self) -> &'static [&'static str] {
+        match self {
+            Drill::Failover => &["kill-primary"],
+            Drill::Replica => &["kill-replica"],
+            Drill::Etcd => &["kill-etcd", "e3"],
+            Drill::Freeze => &["freeze-leader"],
+        }
+    }
+}
+
+pub struct Load {
+    pub clients: usize,
+    pub before: Duration,
+    pub after: Duration,
+    pub retry_for: Duration,
+    pub writes_back_within: Duration,
+}
+
+/// What one drill found.
+#[derive(Debug, Serialize, Default)]
+pub struct DrillReport {
+    pub drill: String,
+    pub leader_before: String,
+    pub leader_after: String,
+    /// The node the fault hit and its role once the cluster was whole again.
+    pub fault_hit: String,
+    pub members_after: Vec<String>,
+    /// Distinct requests (mutation ids) the clients made.
+    pub requests: u64,
+    pub acknowledged_sales: u64,
+    pub acknowledged_payments: u64,
+    /// Attempts answered 503, and how many of those lacked Retry-After.
+    pub answered_503: u64,
+    pub answered_503_without_retry_after: u64,
+    /// Attempts with no answer (connection cut, or no answer within the
+    /// client's timeout).
+    pub unanswered: u64,
+    /// Attempts answered with another status, by status.
+    pub other_statuses: BTreeMap<u16, u64>,
+    /// Requests never acknowledged within the retry window.
+    pub unresolved: u64,
+    /// First refused write to the first write accepted after it.
+    pub ms_without_writes: u64,
+    /// The fault to the first write accepted after the first refusal (0
+    /// when no write was refused).
+    pub writes_back_after_ms: u64,
+    /// The fault to a whole cluster again (a leader, two streaming
+    /// replicas, one synchronous).
+    pub whole_again_after_ms: Option<u64>,
+    /// Acknowledged but missing from the leader's database, or there with
+    /// other content than acknowledged.
+    pub lost: u64,
+    pub content_mismatches: u64,
+    /// Mutation ids with more than one row.
+    pub duplicates: u64,
+    /// Sales acknowledged whose `GET /sales/{id}` did not answer them.
+    pub api_missing: u64,
+    /// Requests never acknowledged that the database holds anyway (their
+    /// answer was lost; allowed).
+    pub unacknowledged_present: u64,
+    pub invariant_violations: Vec<String>,
+    pub chains_broken: Vec<String>,
+    pub failures: Vec<String>,
+    pub ok: bool,
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Sale,
+    Payment,
+}
+
+struct Ack {
+    kind: Kind,
+    id: String,
+    branch: usize,
+    body: Value,
+}
+
+struct Attempt {
+    sent: Instant,
+    answered: Instant,
+    accepted: bool,
+}
+
+#[derive(Default)]
+struct ClientLog {
+    requests: u64,
+    acks: Vec<Ack>,
+    attempts: Vec<Attempt>,
+    s503: u64,
+    s503_bare: u64,
+    unanswered: u64,
+    other: BTreeMap<u16, u64>,
+    samples: Vec<String>,
+    unresolved: Vec<String>,
+}
+
+struct Shared {
+    http: reqwest::Client,
+    base: String,
+    world: World,
+    prefix: String,
+    load_end: Instant,
+    retry_for: Duration,
+}
+
+/// Runs `drill` under `load`; `cluster` runs a `deploy/ha-cluster.sh`
+/// command on the drill's cluster.
+pub async fn run(
+    drill: Drill,
+    load: &Load,
+    api: &Api,
+    world: &World,
+    pool: &Pool,
+    cluster: &(dyn Fn(&[&str]) -> Result<String> + Sync),
+) -> Result<DrillReport> {
+    let mut report = DrillReport {
+        drill: drill.name().to_owned(),
+        leader_before: cluster(&["leader"]).unwrap_or_default(),
+        ..Default::default()
+    };
+    let nonce = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or_default();
+    let http = reqwest::Client::builder()
+        // Longer than the service's statement timeout (10 s): a request
+        // still unanswered then counts as a hang.
+        .timeout(Duration::from_secs(15))
+        .pool_max_idle_per_host(256)
+        .tcp_nodelay(true)
+        .build()?;
+    let started = Instant::now();
+    let shared = Arc::new(Shared {
+        http,
+        base: api.base.clone(),
+        world: world.clone(),
+        prefix: format!("ha-{}-{nonce}", drill.name()),
+        load_end: started + load.before + load.after,
+        retry_for: load.retry_for,
+    });
+    let clients: Vec<_> = (0..load.clients)
+        .map(|i| tokio::spawn(client(i, shared.clone())))
+        .collect();
+
+    tokio::time::sleep(load.before).await;
+    let fault_at = Instant::now();
+    report.fault_hit = run_blocking(cluster, drill.fault())?;
+    println!(
+        "  fault: {} ({})",
+        drill.fault().join(" "),
+        report.fault_hit
+    );
+    if drill == Drill::Etcd {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        run_blocking(cluster, &["start-etcd", "e3"])?;
+        println!("  etcd member e3 started again");
+    }
+    if drill == Drill::Freeze {
+        // Thawed once another node leads (the frozen one's lock expired).
+        let deadline = fault_at + Duration::from_secs(60);
+        loop {
+            let members = run_blocking(cluster, &["members"]).unwrap_or_default();
+            let moved = leader_of(&members).is_some_and(|l| l != report.leader_before);
+            if moved || Instant::now() > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        run_blocking(cluster, &["thaw", report.fault_hit.as_str()])?;
+        println!(
+            "  {} thawed {:.1} s after the freeze",
+            report.fault_hit,
+            fault_at.elapsed().as_secs_f64()
+        );
+    }
+    // The cluster whole again, measured while the load goes on: after a
+    // failover a new leader; after a replica's loss, the loss seen first
+    // (Patroni notices it on its next loop).
+    let whole = {
+        let deadline = fault_at + Duration::from_secs(120);
+        let mut seen_broken = false;
+        loop {
+            let members = run_blocking(cluster, &["members"]).unwrap_or_default();
+            let ok = healthy(&members);
+            seen_broken |= !ok;
+            let done = ok
+                && match drill {
+                    Drill::Failover | Drill::Freeze => {
+                        leader_of(&members) != Some(report.leader_before.as_str())
+                    }
+                    Drill::Replica => seen_broken || fault_at.elapsed() > Duration::from_secs(10),
+                    Drill::Etcd => true,
+                };
+            if done {
+                break Some(fault_at.elapsed());
+            }
+            if Instant::now() > deadline {
+                break None;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    };
+    report.whole_again_after_ms = whole.map(|d| d.as_millis() as u64);
+    let mut logs = Vec::new();
+    for c in clients {
+        logs.push(c.await??);
+    }
+    report.leader_after = run_blocking(cluster, &["leader"]).unwrap_or_default();
+    report.members_after = run_blocking(cluster, &["members"])
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+
+    // A frozen leader keeps its lock until the lock's ttl (20 s) runs out:
+    // that drill's bound is the ttl's, not the failover's.
+    let within = if drill == Drill::Freeze {
+        load.writes_back_within.max(Duration::from_secs(45))
+    } else {
+        load.writes_back_within
+    };
+    tally(&mut report, &logs, fault_at, within);
+    check(&mut report, &shared, &logs, pool).await?;
+    if matches!(drill, Drill::Failover | Drill::Freeze)
+        && report.leader_after == report.leader_before
+    {
+        report
+            .failures
+            .push(format!("the leader is still {}", report.leader_before));
+    }
+    if drill != Drill::Etcd {
+        // The node the fault hit is back, as a replica.
+        let back = report.members_after.iter().any(|m| {
+            let f: Vec<&str> = m.split_whitespace().collect();
+            f.first() == Some(&report.fault_hit.as_str())
+                && matches!(f.get(1), Some(&"replica") | Some(&"sync_standby"))
+                && matches!(f.get(2), Some(&"streaming") | Some(&"running"))
+        });
+        if !back {
+            report.failures.push(format!(
+                "{} is not back as a streaming replica: {:?}",
+                report.fault_hit, report.members_after
+            ));
+        }
+    }
+    if report.whole_again_after_ms.is_none() {
+        report
+            .failures
+            .push("the cluster was not whole again within 120 s".to_owned());
+    }
+    report.ok = report.failures.is_empty();
+    Ok(report)
+}
+
+/// A cluster command from async code, without stalling the clients' tasks
+/// on this worker thread.
+fn run_blocking(
+    cluster: &(dyn Fn(&[&str]) -> Result<String> + Sync),
+    args: &[&str],
+) -> Result<String> {
+    tokio::task::block_in_place(|| cluster(args))
+}
+
+/// `members` lines (`name role state lag timeline`): one leader running,
+/// every other node a running or streaming replica on the leader's timeline
+/// (an old leader not yet rewound is not back), one of them synchronous,
+/// three in all.
+fn healthy(members: &str) -> bool {
+    let rows: Vec<Vec<&str>> = members
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let role = |r: &Vec<&str>, want: &str| r.get(1) == Some(&want);
+    let up = |r: &Vec<&str>| matches!(r.get(2), Some(&"running") | Some(&"streaming"));
+    rows.len() == 3
+        && rows.iter().filter(|r| role(r, "leader") && up(r)).count() == 1
+        && rows.iter().any(|r| role(r, "sync_standby") && up(r))
+        && rows.iter().all(up)
+        && rows
+            .iter()
+            .all(|r| r.get(4).is_some() && r.get(4) == rows[0].get(4))
+}
+
+fn leader_of(members: &str) -> Option<&str> {
+    members.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.get(1) == Some(&"leader"))
+            .then(|| f.first().copied())
+            .flatten()
+    })
+}
+
+async fn client(i: usize, ctx: Arc<Shared>) -> Result<ClientLog> {
+    let world = &ctx.world;
+    let b = i % world.branches.len();
+    let token = world.branches[b].token.clone();
+    let mut rng = SmallRng::seed_from_u64(7000 + i as u64);
+    let mut log = ClientLog::default();
+    let mut seq = 0u64;
+    while Instant::now() < ctx.load_end {
+        seq += 1;
+        let id = format!("{}-c{i}-{seq}", ctx.prefix);
+        let (kind, path, body) = if seq % 2 == 1 {
+            let choices = world.medicines.len() - 1;
+            let n = rng.gen_range(1..=2usize).min(choices);
+            let items: Vec<Value> = sample(&mut rng, choices, n)
+                .into_iter()
+                .map(|m| json!({"medicine_id": world.medicines[m + 1], "quantity": 1}))
+                .collect();
+            (
+                Kind::Sale,
+                "/sales".to_owned(),
+                json!({"items": items, "payment_method": "cash", "client_mutation_id": id}),
+            )
+        } else {
+            let customer = &world.customers[rng.gen_range(0..world.customers.len())];
+            (
+                Kind::Payment,
+                format!("/customers/{customer}/payments"),
+                json!({"amount": "1.00", "notes": "ha drill", "client_mutation_id": id}),
+            )
+        };
+        let body = serde_json::to_vec(&body)?;
+        log.requests += 1;
+        let first = Instant::now();
+        loop {
+            let sent = Instant::now();
+            let answer = ctx
+                .http
+                .request(Method::POST, format!("{}{path}", ctx.base))
+                .bearer_auth(&token)
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.clone())
+                .send()
+                .await;
+            let (status, retry_after, text) = match answer {
+                Ok(res) => {
+                    let status = res.status().as_u16();
+                    let retry = res.headers().contains_key(RETRY_AFTER);
+                    match res.bytes().await {
+                        Ok(b) => (status, retry, b.to_vec()),
+                        Err(_) => (0, false, Vec::new()),
+                    }
+                }
+                Err(_) => (0, false, Vec::new()),
+            };
+            let answered = Instant::now();
+            let accepted = status == 200 || status == 201;
+            log.attempts.push(Attempt {
+                sent,
+                answered,
+                accepted,
+            });
+            if accepted {
+                log.acks.push(Ack {
+                    kind,
+                    id: id.clone(),
+                    branch: b,
+                    body: serde_json::from_slice(&text).unwrap_or(Value::Null),
+                });
+                break;
+            }
+            match status {
+                503 => {
+                    log.s503 += 1;
+                    if !retry_after {
+                        log.s503_bare += 1;
+                    }
+                }
+                0 => log.unanswered += 1,
+                other => {
+                    *log.other.entry(other).or_default() += 1;
+                    if log.samples.len() < 3 {
+                        log.samples.push(format!(
+                            "{other}: {}",
+                            String::from_utf8_lossy(&text[..text.len().min(300)])
+                        ));
+                    }
+                }
+            }
+            if first.elapsed() > ctx.retry_for {
+                log.unresolved.push(id.clone());
+                break;
+            }
+            // A till waits a little before it tries again.
+            let pause = rng.gen_range(150..350);
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+        }
+    }
+    Ok(log)
+}
+
+fn tally(report: &mut DrillReport, logs: &[ClientLog], fault_at: Instant, within: Duration) {
+    for log in logs {
+        report.requests += log.requests;
+        for a in &log.acks {
+            match a.kind {
+                Kind::Sale => report.acknowledged_sales += 1,
+                Kind::Payment => report.acknowledged_payments += 1,
+            }
+        }
+        report.answered_503 += log.s503;
+        report.answered_503_without_retry_after += log.s503_bare;
+        report.unanswered += log.unanswered;
+        for (s, n) in &log.other {
+            *report.other_statuses.entry(*s).or_default() += n;
+        }
+        report.unresolved += log.unresolved.len() as u64;
+        for s in &log.samples {
+            if report.failures.len() < 6 {
+                report.failures.push(format!("answered {s}"));
+            }
+        }
+    }
+    let attempts = logs.iter().flat_map(|l| l.attempts.iter());
+    let first_refused = attempts
+        .clone()
+        .filter(|a| !a.accepted)
+        .map(|a| a.answered)
+        .min();
+    if let Some(refused) = first_refused {
+        let back = attempts
+            .filter(|a| a.accepted && a.sent >= refused)
+            .map(|a| a.answered)
+            .min();
+        match back {
+            Some(back) => {
+                report.ms_without_writes = (back - refused).as_millis() as u64;
+                report.writes_back_after_ms =
+                    back.saturating_duration_since(fault_at).as_millis() as u64;
+                if back.saturating_duration_since(fault_at) > within {
+                    report.failures.push(format!(
+                        "writes came back {} ms after the fault, later than {} s",
+                        report.writes_back_after_ms,
+                        within.as_secs()
+                    ));
+                }
+            }
+            None => report
+                .failures
+                .push("no write was accepted after the first refusal".to_owned()),
+        }
+    }
+    if report.answered_503_without_retry_after > 0 {
+        report.failures.push(format!(
+            "{} answers 503 without Retry-After",
+            report.answered_503_without_retry_after
+        ));
+    }
+    if report.unresolved > 0 {
+        report.failures.push(format!(
+            "{} requests were never acknowledged",
+            report.unresolved
+        ));
+    }
+    if report.other_statuses.keys().any(|s| *s >= 500) {
+        report.failures.push(format!(
+            "server errors other than 503: {:?}",
+            report.other_statuses
+        ));
+    }
+}
+
+/// Acknowledged = present once with the acknowledged content; nothing
+/// twice; the ledgers' invariants and the invoice chains hold.
+async fn check(
+    report: &mut DrillReport,
+    ctx: &Shared,
+    logs: &[ClientLog],
+    pool: &Pool,
+) -> Result<()> {
+    let client = pool.get().await?;
+    let like = format!("{}-%", ctx.prefix);
+    // mutation id -> (rows, id, content)
+    let mut held: HashMap<String, (i64, String, String)> = HashMap::new();
+    for sql in [
+        "SELECT client_mutation_id, count(*)::bigint, min(id::text), min(total::text) \
+         FROM sales WHERE client_mutation_id LIKE $1 GROUP BY 1",
+        "SELECT client_mutation_id, count(*)::bigint, min(id::text), min(amount::text) \
+         FROM customer_ledger WHERE client_mutation_id LIKE $1 GROUP BY 1",
+    ] {
+        for row in client.query(sql, &[&like]).await? {
+            held.insert(row.get(0), (row.get(1), row.get(2), row.get(3)));
+        }
+    }
+    report.duplicates = held.values().filter(|(n, _, _)| *n > 1).count() as u64;
+    let mut acked = 0usize;
+    for ack in logs.iter().flat_map(|l| l.acks.iter()) {
+        acked += 1;
+        let (id_field, content_field) = match ack.kind {
+            Kind::Sale => ("id", "total"),
+            Kind::Payment => ("ledger_id", "amount_paid"),
+        };
+        match held.get(&ack.id) {
+            None => {
+                report.lost += 1;
+                if report.failures.len() < 10 {
+                    report
+                        .failures
+                        .push(format!("acknowledged {} is not in the database", ack.id));
+                }
+            }
+            Some((_, id, content)) => {
+                if ack.body[id_field].as_str() != Some(id.as_str())
+                    || ack.body[content_field].as_str() != Some(content.as_str())
+                {
+                    report.content_mismatches += 1;
+                    if report.failures.len() < 10 {
+                        report.failures.push(format!(
+                            "{}: acknowledged {} {} / {}, the database holds {id} {content}",
+                            ack.id, ack.body[id_field], ack.body[content_field], id_field
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    report.unacknowledged_present = (held.len() as u64).saturating_sub(acked as u64);
+    if report.lost > 0 || report.duplicates > 0 || report.content_mismatches > 0 {
+        report.failures.push(format!(
+            "lost {}, duplicated {}, altered {}",
+            report.lost, report.duplicates, report.content_mismatches
+        ));
+    }
+
+    // Through the API: every acknowledged sale reads back as acknowledged.
+    let sales: Vec<(&Ack, String)> = logs
+        .iter()
+        .flat_map(|l| l.acks.iter())
+        .filter(|a| matches!(a.kind, Kind::Sale))
+        .filter_map(|a| a.body["id"].as_str().map(|id| (a, id.to_owned())))
+        .collect();
+    let missing: usize = stream::iter(sales)
+        .map(|(ack, id)| async move {
+            let token = &ctx.world.branches[ack.branch].token;
+            let res = ctx
+                .http
+                .get(format!("{}/sales/{id}", ctx.base))
+                .bearer_auth(token)
+                .send()
+                .await;
+            let Ok(res) = res else { return 1 };
+            if res.status().as_u16() != 200 {
+                return 1;
+            }
+            let body: Value = res.json().await.unwrap_or(Value::Null);
+            usize::from(body["total"] != ack.body["total"])
+        })
+        .buffer_unordered(16)
+        .fold(0, |n, m| async move { n + m })
+        .await;
+    report.api_missing = missing as u64;
+    if missing > 0 {
+        report.failures.push(format!(
+            "{missing} acknowledged sales do not read back through the API"
+        ));
+    }
+
+    let violations = domain::stock::invariant_violations(&client)
+        .await
+        .map_err(|e| anyhow::anyhow!("invariant query: {e}"))?;
+    report.invariant_violations = violations.iter().map(|v| format!("{v:?}")).collect();
+    if !violations.is_empty() {
+        report.failures.push(format!(
+            "invariants broken: {:?}",
+            report.invariant_violations
+        ));
+    }
+    for b in &ctx.world.branches {
+        let Ok(branch) = b.id.parse() else { continue };
+        let chain = domain::sales::verify_chain(&client, branch)
+            .await
+            .map_err(|e| anyhow::anyhow!("chain check: {e}"))?;
+        if chain.status != "ok" {
+            report
+                .chains_broken
+                .push(format!("{}: {:?}", b.id, chain.first_broken));
+        }
+        let notes = domain::returns::verify_chain(&client, branch)
+            .await
+            .map_err(|e| anyhow::anyhow!("credit note chain check: {e}"))?;
+        if notes.status != "ok" {
+            report
+                .chains_broken
+                .push(format!("{} credit notes: {:?}", b.id, notes.first_broken));
+        }
+    }
+    if !report.chains_broken.is_empty() {
+        report
+            .failures
+            .push(format!("hash chains broken: {:?}", report.chains_broken));
+    }
+    Ok(())
+}
+
+pub fn print_report(r: &DrillReport) {
+    println!(
+        "  leader {} -> {}; {} requests: {} sales and {} payments acknowledged",
+        r.leader_before, r.leader_after, r.requests, r.acknowledged_sales, r.acknowledged_payments
+    );
+    println!(
+        "  without writes {} ms (writes back {} ms after the fault); 503 answers {}, unanswered attempts {}, other {:?}",
+        r.ms_without_writes, r.writes_back_after_ms, r.answered_503, r.unanswered, r.other_statuses
+    );
+    println!(
+        "  lost {}, duplicates {}, altered {}, unresolved {}, unacknowledged but present {}; cluster whole again after {}",
+        r.lost,
+        r.duplicates,
+        r.content_mismatches,
+        r.unresolved,
+        r.unacknowledged_present,
+        r.whole_again_after_ms
+            .map_or("never".to_owned(), |ms| format!("{ms} ms"))
+    );
+    for m in &r.members_after {
+        println!("    {m}");
+    }
+    for f in &r.failures {
+        println!("  FAILED: {f}");
+    }
+}
+
+pub fn print_table(reports: &[DrillReport]) {
+    println!("\n| drill | acknowledged | time without writes | writes back after | 503 answers | unanswered | lost | duplicates | whole again after | checks |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for r in reports {
+        println!(
+            "| {} | {} | {:.1} s | {:.1} s | {} | {} | {} | {} | {} | {} |",
+            r.drill,
+            r.acknowledged_sales + r.acknowledged_payments,
+            r.ms_without_writes as f64 / 1000.0,
+            r.writes_back_after_ms as f64 / 1000.0,
+            r.answered_503,
+            r.unanswered,
+            r.lost,
+            r.duplicates,
+            r.whole_again_after_ms
+                .map_or("never".to_owned(), |ms| format!(
+                    "{:.1} s",
+                    ms as f64 / 1000.0
+                )),
+            if r.ok { "held" } else { "FAILED" }
+        );
+    }
+}
+
+/// Throughput of one replication setting: acknowledged sales and payments
+/// per second (the clients alternate them), no fault.
+#[derive(Debug, Serialize)]
+pub struct Throughput {
+    pub setting: String,
+    pub secs: f64,
+    pub sales_per_sec: f64,
+    pub payments_per_sec: f64,
+    pub refused: u64,
+}
+
+/// Runs `clients` clients for `secs` seconds and counts what was
+/// acknowledged.
+pub async fn throughput(
+    setting: &str,
+    clients: usize,
+    secs: Duration,
+    api: &Api,
+    world: &World,
+) -> Result<Throughput> {
+    let nonce = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or_default();
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(15))
+        .pool_max_idle_per_host(256)
+        .tcp_nodelay(true)
+        .build()?;
+    let started = Instant::now();
+    let shared = Arc::new(Shared {
+        http,
+        base: api.base.clone(),
+        world: world.clone(),
+        prefix: format!("sync-{nonce}"),
+        load_end: started + secs,
+        retry_for: Duration::from_secs(10),
+    });
+    let tasks: Vec<_> = (0..clients)
+        .map(|i| tokio::spawn(client(i, shared.clone())))
+        .collect();
+    let mut logs = Vec::new();
+    for t in tasks {
+        logs.push(t.await??);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let count = |want: fn(&Kind) -> bool| {
+        logs.iter()
+            .flat_map(|l| l.acks.iter())
+            .filter(|a| want(&a.kind))
+            .count() as f64
+    };
+    Ok(Throughput {
+        setting: setting.to_owned(),
+        secs: elapsed,
+        sales_per_sec: count(|k| matches!(k, Kind::Sale)) / elapsed,
+        payments_per_sec: count(|k| matches!(k, Kind::Payment)) / elapsed,
+        refused: logs.iter().map(|l| l.s503 + l.unanswered).sum(),
+    })
+}
+
+pub fn print_throughput(runs: &[Throughput]) {
+    let Some(base) = runs.first() else { return };
+    let total = |t: &Throughput| t.sales_per_sec + t.payments_per_sec;
+    println!(
+        "\n| replication | sales/s | payments/s | together | ratio to `{}` |",
+        base.setting
+    );
+    println!("|---|---|---|---|---|");
+    for t in runs {
+        println!(
+            "| {} | {:.1} | {:.1} | {:.1} | {:.2} |",
+            t.setting,
+            t.sales_per_sec,
+            t.payments_per_sec,
+            total(t),
+            if total(base) > 0.0 {
+                total(t) / total(base)
+            } else {
+                0.0
+            }
+        );
+    }
+}

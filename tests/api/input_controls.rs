@@ -451,6 +451,7 @@ const SERVER_WRITTEN: &[(&str, &str)] = &[
     ("sales", "invoice_number"),
     ("sales", "previous_invoice_hash"),
     ("sales", "request_digest"),
+    ("sales_days", "method"),
     ("schema_migrations", "checksum"),
     ("schema_migrations", "name"),
     ("settings", "base_currency"),

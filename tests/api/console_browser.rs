@@ -157,6 +157,42 @@ impl Browser {
             .unwrap()
     }
 
+    /// Waits up to ten seconds for the element `css` selects to have a
+    /// text that `ok` accepts (a click's page may still be loading, and
+    /// the old page can hold the same element with its old text); the last
+    /// text seen when it never does.
+    async fn wait_text(&self, css: &str, ok: impl Fn(&str) -> bool) -> Result<(), String> {
+        let mut seen = String::new();
+        for _ in 0..100 {
+            if let Ok(e) = self.c().find(Locator::Css(css)).await {
+                if let Ok(t) = e.text().await {
+                    if ok(&t) {
+                        return Ok(());
+                    }
+                    seen = t;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(seen)
+    }
+
+    /// Checks that the element `css` selects reads `want`, once loaded.
+    pub async fn see(&self, css: &str, want: impl AsRef<str>) {
+        let want = want.as_ref();
+        if let Err(seen) = self.wait_text(css, |t| t == want).await {
+            assert_eq!(seen, want, "{css}");
+        }
+    }
+
+    /// Checks that the element `css` selects holds `part`, once loaded.
+    pub async fn see_containing(&self, css: &str, part: impl AsRef<str>) {
+        let part = part.as_ref();
+        if let Err(seen) = self.wait_text(css, |t| t.contains(part)).await {
+            panic!("{css} never held {part:?}: {seen:?}");
+        }
+    }
+
     pub async fn source(&self) -> String {
         self.c().source().await.unwrap()
     }
@@ -259,18 +295,12 @@ async fn an_admin_signs_in_tours_every_page_group_and_signs_out() {
     b.sign_in(&app, &user.email).await;
     // The dashboard's figures are the API's.
     let (_, summary) = app.get("/dashboard/summary", &admin).await;
-    assert_eq!(
-        b.text("#today-revenue").await,
-        money(&summary["today_revenue"])
-    );
-    assert_eq!(
-        b.text("#today-sales").await,
-        summary["today_sales_count"].to_string()
-    );
-    assert_eq!(
-        b.text("#count-low-stock").await,
-        summary["low_stock_count"].to_string()
-    );
+    b.see("#today-revenue", money(&summary["today_revenue"]))
+        .await;
+    b.see("#today-sales", summary["today_sales_count"].to_string())
+        .await;
+    b.see("#count-low-stock", summary["low_stock_count"].to_string())
+        .await;
     assert!(b.source().await.contains("<svg"));
     b.screenshot("dashboard").await;
 
@@ -309,7 +339,7 @@ async fn an_admin_signs_in_tours_every_page_group_and_signs_out() {
         ("/console/audit", "audit-log", "Audit log"),
     ] {
         b.goto(&app, path).await;
-        assert_eq!(b.text("h1").await, heading, "{path}");
+        b.see("h1", heading).await;
         // The one script loads under the pages' content security policy.
         let htmx: Value = b.c().execute("return typeof htmx;", vec![]).await.unwrap();
         assert_eq!(htmx, json!("object"), "{path}");
@@ -419,14 +449,14 @@ async fn resolving_a_conflict_in_the_browser_changes_what_the_api_reports() {
     // A merge clashes, and says why.
     b.click(&format!(r#"{section} input[value="merge"]"#)).await;
     b.click(&format!("{section} button[type=submit]")).await;
-    assert!(b.text("#conflict-error").await.contains("changed"));
+    b.see_containing("#conflict-error", "changed").await;
     let (_, list) = app.get("/sync/conflicts", &admin).await;
     assert_eq!(list["total"], 1);
     // The till's version is taken.
     b.click(&format!(r#"{section} input[value="client"]"#))
         .await;
     b.click(&format!("{section} button[type=submit]")).await;
-    assert_eq!(b.text("#notice-ok").await, "The conflict was resolved.");
+    b.see("#notice-ok", "The conflict was resolved.").await;
     let (_, list) = app.get("/sync/conflicts", &admin).await;
     assert_eq!(list["total"], 0);
     let (_, c) = app.get(&format!("/customers/{customer}"), &admin).await;
@@ -448,19 +478,19 @@ async fn a_cashier_gets_no_users_page_and_no_other_branch_figures_even_by_url() 
     sell(&app, &cashier_e, &m, 1, "cash").await;
     let user = app.user(a, Role::Cashier).await;
     b.sign_in(&app, &user.email).await;
-    assert_eq!(b.text("#today-revenue").await, "0.00");
+    b.see("#today-revenue", "0.00").await;
     let nav = b.text("nav[aria-label=Main]").await;
     assert!(!nav.contains("Users") && !nav.contains("Reports"), "{nav}");
     b.goto(&app, "/console/users").await;
-    assert_eq!(b.text("h1").await, "Not allowed");
-    assert!(b.text("#error-message").await.contains("not allowed"));
+    b.see("h1", "Not allowed").await;
+    b.see_containing("#error-message", "not allowed").await;
     b.goto(&app, &format!("/console/dashboard?branch_id={e}"))
         .await;
-    assert_eq!(b.text("h1").await, "Not allowed");
+    b.see("h1", "Not allowed").await;
     assert!(!b.source().await.contains("3,300.00"));
     b.goto(&app, &format!("/console/reports/sales?branch_id={e}"))
         .await;
-    assert_eq!(b.text("h1").await, "Not allowed");
+    b.see("h1", "Not allowed").await;
     b.finish().await;
 }
 
@@ -511,8 +541,8 @@ async fn a_form_posted_without_its_token_is_refused_in_the_browser() {
         .await
         .unwrap();
     b.click("#register-device button[type=submit]").await;
-    assert_eq!(b.text("#notice-ok").await, "The till was registered.");
-    assert!(b.text("#devices").await.contains("Till 7"));
+    b.see("#notice-ok", "The till was registered.").await;
+    b.see_containing("#devices", "Till 7").await;
     b.finish().await;
 }
 

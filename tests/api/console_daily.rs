@@ -45,7 +45,7 @@ async fn a_medicine_created_in_the_console_is_what_the_api_reads() {
     b.c().set_window_size(1280, 1500).await.unwrap();
     b.sign_in(&app, &user.email).await;
     b.click(r#"a[href="/console/medicines"]"#).await;
-    assert_eq!(b.text("h1").await, "Catalogue");
+    b.see("h1", "Catalogue").await;
     b.click("#new-medicine").await;
     let unit_gtin = gtin("0614141000004");
     fill(&b, "name", "Amoxicillin 500mg").await;
@@ -67,10 +67,8 @@ async fn a_medicine_created_in_the_console_is_what_the_api_reads() {
     b.screenshot("medicine-refused").await;
     fill(&b, "selling_price", "950.50").await;
     b.click("#save-medicine").await;
-    assert_eq!(
-        b.text("#notice-ok").await,
-        "The medicine was added to the catalogue."
-    );
+    b.see("#notice-ok", "The medicine was added to the catalogue.")
+        .await;
     // A pack of 10 with its own GTIN.
     let box_gtin = gtin("1614141000004");
     fill(&b, "pack-name", "box").await;
@@ -78,7 +76,7 @@ async fn a_medicine_created_in_the_console_is_what_the_api_reads() {
     fill(&b, "pack-gtin", &box_gtin).await;
     fill(&b, "pack-selling_price", "9000").await;
     b.click("#add-pack").await;
-    assert_eq!(b.text("#notice-ok").await, "The pack was added.");
+    b.see("#notice-ok", "The pack was added.").await;
     b.screenshot("medicine").await;
     let id = b.path().await.rsplit('/').next().unwrap().to_owned();
 
@@ -104,16 +102,10 @@ async fn a_medicine_created_in_the_console_is_what_the_api_reads() {
         said.contains("Amoxicillin 500mg") && said.contains("box of 10") && said.contains("LOT7"),
         "{said}"
     );
-    assert_eq!(
-        b.text("#medicines tbody tr td a").await,
-        "Amoxicillin 500mg"
-    );
+    b.see("#medicines tbody tr td a", "Amoxicillin 500mg").await;
     // Searching by generic name finds it too.
     fill(&b, "search", "amoxi\n").await;
-    assert_eq!(
-        b.text("#medicines tbody tr td a").await,
-        "Amoxicillin 500mg"
-    );
+    b.see("#medicines tbody tr td a", "Amoxicillin 500mg").await;
     fill(&b, "search", "\n").await;
     b.screenshot("catalogue").await;
 
@@ -121,7 +113,7 @@ async fn a_medicine_created_in_the_console_is_what_the_api_reads() {
     b.goto(&app, &format!("/console/medicines/{id}")).await;
     fill(&b, "strength", "250mg").await;
     b.click("#save-medicine").await;
-    assert_eq!(b.text("#notice-ok").await, "The medicine was saved.");
+    b.see("#notice-ok", "The medicine was saved.").await;
     let (_, m) = app.get(&format!("/medicines/{id}"), &admin).await;
     assert_eq!(m["strength"], "250mg");
     assert_eq!(m["selling_price"], "950.50");
@@ -191,13 +183,13 @@ async fn a_sale_found_by_its_invoice_number_is_returned_in_the_browser() {
     b.c().set_window_size(1280, 1400).await.unwrap();
     b.sign_in(&app, &user.email).await;
     b.click(r#"a[href="/console/sales"]"#).await;
-    assert_eq!(b.text("h1").await, "Sales");
-    assert!(b.text("#sales").await.contains(invoice));
+    b.see("h1", "Sales").await;
+    b.see_containing("#sales", invoice).await;
     b.screenshot("sales").await;
     // The number typed in lower case finds it.
     fill(&b, "invoice", &format!("{}\n", invoice.to_lowercase())).await;
-    assert_eq!(b.text("h1").await, format!("Sale {invoice}"));
-    assert_eq!(b.text("#sale-total").await, "3,750.00");
+    b.see("h1", format!("Sale {invoice}")).await;
+    b.see("#sale-total", "3,750.00").await;
     // Nothing to return is refused in words, beside the form.
     fill(&b, "reason", "Wrong strength").await;
     b.click("#make-return").await;
@@ -207,10 +199,11 @@ async fn a_sale_found_by_its_invoice_number_is_returned_in_the_browser() {
     fill(&b, &format!("qty-{line}"), "1").await;
     fill(&b, "reason", "Wrong strength").await;
     b.click("#make-return").await;
-    assert_eq!(
-        b.text("#notice-ok").await,
-        "The return was made and its credit note issued."
-    );
+    b.see(
+        "#notice-ok",
+        "The return was made and its credit note issued.",
+    )
+    .await;
     b.screenshot("sale").await;
     let (_, returns) = app
         .get(
@@ -370,20 +363,20 @@ async fn stock_is_quarantined_released_and_written_off_in_the_browser() {
     b.c().set_window_size(1280, 1300).await.unwrap();
     b.sign_in(&app, &user.email).await;
     b.click(r#"a[href="/console/stock"]"#).await;
-    assert_eq!(b.text("h1").await, "Stock");
+    b.see("h1", "Stock").await;
     let row = format!("#batch-{batch_id}");
-    assert!(b.text(&row).await.contains("Amlodipine 5mg"));
+    b.see_containing(&row, "Amlodipine 5mg").await;
     b.screenshot("stock").await;
     b.click(&format!(r#"{row} button[aria-label^="Quarantine"]"#))
         .await;
-    assert!(b.text("#notice-ok").await.contains("quarantined"));
+    b.see_containing("#notice-ok", "quarantined").await;
     assert_eq!(batch_status(&app, &batch_id).await, "quarantined");
     // The quarantined view lists it; release brings it back.
     b.goto(&app, "/console/stock?view=quarantined").await;
-    assert!(b.text(&row).await.contains("quarantined"));
+    b.see_containing(&row, "quarantined").await;
     b.click(&format!(r#"{row} button[aria-label^="Release"]"#))
         .await;
-    assert!(b.text("#notice-ok").await.contains("released"));
+    b.see_containing("#notice-ok", "released").await;
     assert_eq!(batch_status(&app, &batch_id).await, "active");
     // Five damaged units written off.
     b.goto(&app, "/console/stock").await;
@@ -396,7 +389,7 @@ async fn stock_is_quarantined_released_and_written_off_in_the_browser() {
         .await
         .unwrap();
     b.click("#write-off-submit").await;
-    assert_eq!(b.text("#notice-ok").await, "The stock was written off.");
+    b.see("#notice-ok", "The stock was written off.").await;
     let (_, med) = app
         .get(&format!("/medicines/{}", m["id"].as_str().unwrap()), &admin)
         .await;
@@ -406,7 +399,7 @@ async fn stock_is_quarantined_released_and_written_off_in_the_browser() {
     assert_eq!(list["items"][0]["reason"], "damaged");
     // The expired list in one action: the controlled line needs a witness.
     b.goto(&app, "/console/stock?view=expired").await;
-    assert!(b.text("#batches").await.contains("Morphine 10mg"));
+    b.see_containing("#batches", "Morphine 10mg").await;
     b.click("#write-off-expired").await;
     let said = b.text(".field-error").await;
     assert!(said.to_lowercase().contains("witness"), "{said}");
@@ -427,7 +420,7 @@ async fn stock_is_quarantined_released_and_written_off_in_the_browser() {
         .await
         .unwrap();
     b.click("#write-off-expired").await;
-    assert_eq!(b.text("#notice-ok").await, "The stock was written off.");
+    b.see("#notice-ok", "The stock was written off.").await;
     let (_, list) = app.get("/stock/write-offs", &admin).await;
     assert_eq!(list["total"], 2);
     let (_, expired) = app.get("/stock/expired", &admin).await;
@@ -517,14 +510,14 @@ async fn a_delivery_received_in_the_browser_raises_the_apis_stock() {
     b.c().set_window_size(1280, 1400).await.unwrap();
     b.sign_in(&app, &user.email).await;
     b.click(r#"a[href="/console/purchase-orders"]"#).await;
-    assert_eq!(b.text("h1").await, "Purchase orders");
+    b.see("h1", "Purchase orders").await;
     b.screenshot("purchase-orders").await;
     b.click(&format!(r#"a[href="/console/purchase-orders/{oid}"]"#))
         .await;
     b.click("#move-approve").await;
-    assert_eq!(b.text("#order-status").await, "approved");
+    b.see("#order-status", "approved").await;
     b.click("#move-send").await;
-    assert_eq!(b.text("#order-status").await, "sent");
+    b.see("#order-status", "sent").await;
     let line = order["lines"][0]["id"].as_str().unwrap();
     fill(&b, "delivery_reference", "DN-7781").await;
     fill(&b, &format!("batch-{line}"), "MF2031A").await;
@@ -544,11 +537,12 @@ async fn a_delivery_received_in_the_browser_raises_the_apis_stock() {
     assert!(said.to_lowercase().contains("reason"), "{said}");
     fill(&b, &format!("reason-{line}"), "Crushed boxes").await;
     b.click("#post-delivery").await;
-    assert_eq!(
-        b.text("#notice-ok").await,
-        "The delivery was received: its batches are in stock."
-    );
-    assert_eq!(b.text("#order-status").await, "partially received");
+    b.see(
+        "#notice-ok",
+        "The delivery was received: its batches are in stock.",
+    )
+    .await;
+    b.see("#order-status", "partially received").await;
     let (_, med) = app
         .get(&format!("/medicines/{mid}?branch_id={a}"), &admin)
         .await;
@@ -632,18 +626,18 @@ async fn a_rejected_invoice_is_read_and_retried_from_the_fiscal_queue() {
     b.c().set_window_size(1280, 1200).await.unwrap();
     b.sign_in(&app, &user.email).await;
     b.click(r#"a[href="/console/fiscal"]"#).await;
-    assert_eq!(b.text("h1").await, "Fiscal queue");
+    b.see("h1", "Fiscal queue").await;
     let table = b.text("#fiscal-documents").await;
     assert!(table.contains("simulated rejection"), "{table}");
-    assert!(b.text("#fiscal-summary").await.contains("KLA"));
+    b.see_containing("#fiscal-summary", "KLA").await;
     b.screenshot("fiscal").await;
     b.goto(&app, "/console/fiscal?status=rejected").await;
     b.click("#fiscal-documents tbody a").await;
-    assert_eq!(b.text("#fiscal-status").await, "rejected");
-    assert!(b.text("#fiscal-attempts").await.contains("2124"));
+    b.see("#fiscal-status", "rejected").await;
+    b.see_containing("#fiscal-attempts", "2124").await;
     sim_faults(&sim, json!({})).await;
     b.click("#retry").await;
-    assert!(b.text("#notice-ok").await.contains("new revision"));
+    b.see_containing("#notice-ok", "new revision").await;
     let doc = until_status(&app, "T109", &sale["id"], "accepted").await;
     // The sale's page shows the FDN the authority gave.
     b.goto(
@@ -651,8 +645,8 @@ async fn a_rejected_invoice_is_read_and_retried_from_the_fiscal_queue() {
         &format!("/console/sales/{}", sale["id"].as_str().unwrap()),
     )
     .await;
-    assert_eq!(b.text("#fiscal-status").await, "accepted");
-    assert_eq!(b.text("#fdn").await, doc["fdn"].as_str().unwrap());
+    b.see("#fiscal-status", "accepted").await;
+    b.see("#fdn", doc["fdn"].as_str().unwrap()).await;
     b.screenshot("sale-fiscal").await;
     b.finish().await;
 }
@@ -705,15 +699,15 @@ async fn a_customers_payment_taken_in_the_browser_lowers_the_apis_balance() {
     b.screenshot("customers").await;
     b.click(&format!(r#"a[href="/console/customers/{cid}"]"#))
         .await;
-    assert_eq!(b.text("#customer-balance").await, "12,000.00");
+    b.see("#customer-balance", "12,000.00").await;
     // More than is owed is refused beside the field.
     fill(&b, "amount", "20000").await;
     b.click("#take-payment").await;
     assert!(!b.text("#amount-error").await.is_empty());
     fill(&b, "amount", "5000").await;
     b.click("#take-payment").await;
-    assert_eq!(b.text("#receipt-paid").await, "5,000.00");
-    assert_eq!(b.text("#customer-balance").await, "7,000.00");
+    b.see("#receipt-paid", "5,000.00").await;
+    b.see("#customer-balance", "7,000.00").await;
     b.screenshot("customer").await;
     let (_, read) = app.get(&format!("/customers/{cid}"), &admin).await;
     assert_eq!(read["current_balance"], "7000.00", "{read}");

@@ -469,7 +469,7 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
     branches: &[(Uuid, Uuid)],
 ) -> Result<()> {
     use chrono::{Duration, Utc};
-    use domain::medicines::{self, Fields};
+    use domain::medicines::{self, Fields, MedicineColumn as Col};
     use domain::sales::{self, Line, NewSale};
     use domain::stock::{self, Kind, NewBatch};
     use rand::{Rng, SeedableRng};
@@ -478,11 +478,11 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
     let mut rng = rand::rngs::StdRng::seed_from_u64(2026);
     let mut suppliers = Vec::new();
     for (name, tin, lead) in DEMO_SUPPLIERS {
-        let fields: domain::suppliers::Fields = vec![
-            ("name", name.into()),
-            ("tax_number", tin.into()),
-            ("lead_time_days", lead.into()),
-        ];
+        use domain::suppliers::SupplierColumn as Col;
+        let mut fields = domain::suppliers::Fields::new();
+        fields.set(Col::Name, name);
+        fields.set(Col::TaxNumber, tin);
+        fields.set(Col::LeadTimeDays, lead);
         suppliers.push((domain::suppliers::insert(tx, fields).await?.id, name));
     }
     let mut customers = Vec::new();
@@ -494,13 +494,13 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
     .into_iter()
     .enumerate()
     {
-        let fields: domain::customers::Fields = vec![
-            ("name", name.into()),
-            ("phone", phone.into()),
-            ("national_id", format!("CM{:09}", 100 + i).into()),
-            ("is_credit_allowed", true.into()),
-            ("credit_limit", Decimal::from(limit).into()),
-        ];
+        use domain::customers::CustomerColumn as Col;
+        let mut fields = domain::customers::Fields::new();
+        fields.set(Col::Name, name);
+        fields.set(Col::Phone, phone);
+        fields.set(Col::NationalId, format!("CM{:09}", 100 + i));
+        fields.set(Col::IsCreditAllowed, true);
+        fields.set(Col::CreditLimit, Decimal::from(limit));
         customers.push(domain::customers::insert(tx, fields).await?.id);
     }
     let today = Utc::now().date_naive();
@@ -508,23 +508,26 @@ async fn seed_catalogue_and_sales<C: GenericClient + Sync>(
     for (n, (name, generic, category, form, strength, price, flags, vat)) in
         DEMO_MEDICINES.into_iter().enumerate()
     {
-        let mut f = Fields::default();
-        f.set("name", name);
-        f.set("generic_name", generic);
-        f.set("category", medicines::ensure_category(tx, category).await?);
-        f.set("form", form);
-        f.set("strength", strength);
-        f.set("unit", form);
-        f.set("barcode", format!("6009{:09}", 1000 + n));
-        f.set("selling_price", Decimal::from(price));
-        f.set("max_public_price", Decimal::from(price * 6 / 5));
-        f.set("requires_prescription", flags.0);
-        f.set("is_controlled", flags.1);
-        f.set("control_schedule", if flags.1 { "Class A" } else { "" });
-        f.set("requires_cold_chain", flags.2);
-        f.set("vat_category", vat);
+        let mut f = Fields::new();
+        f.set(Col::Name, name);
+        f.set(Col::GenericName, generic);
         f.set(
-            "regulator_registration_no",
+            Col::Category,
+            medicines::ensure_category(tx, category).await?,
+        );
+        f.set(Col::Form, form);
+        f.set(Col::Strength, strength);
+        f.set(Col::Unit, form);
+        f.set(Col::Barcode, format!("6009{:09}", 1000 + n));
+        f.set(Col::SellingPrice, Decimal::from(price));
+        f.set(Col::MaxPublicPrice, Decimal::from(price * 6 / 5));
+        f.set(Col::RequiresPrescription, flags.0);
+        f.set(Col::IsControlled, flags.1);
+        f.set(Col::ControlSchedule, if flags.1 { "Class A" } else { "" });
+        f.set(Col::RequiresColdChain, flags.2);
+        f.set(Col::VatCategory, vat);
+        f.set(
+            Col::RegulatorRegistrationNo,
             format!("NDA/MAL/{:05}", 300 + n),
         );
         let m = medicines::insert(tx, f).await?;

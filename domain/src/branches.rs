@@ -3,7 +3,7 @@
 use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
-use sea_query::{Expr, ExprTrait, Order, Query, SelectStatement};
+use sea_query::{Expr, ExprTrait, Iden, Order, Query, SelectStatement};
 use serde::{Deserialize, Serialize};
 use tokio_postgres::Row;
 use utoipa::ToSchema;
@@ -13,6 +13,7 @@ use crate::sync::changes::{self, Change, Op};
 
 use crate::db::Pool;
 use crate::input::{self, max};
+use crate::patch::Patch;
 use crate::sync::synced;
 use crate::{db, wire, Acting, Error, Result};
 
@@ -144,27 +145,43 @@ impl BranchFields {
             && self.is_active.is_none()
     }
 
-    fn pairs(self) -> Vec<(&'static str, sea_query::Value)> {
-        let mut v: Vec<(&'static str, sea_query::Value)> = Vec::new();
+    fn patch(self) -> Patch<BranchColumn> {
+        use BranchColumn as Col;
+        let mut p = Patch::new();
         let strings = [
-            ("code", self.code),
-            ("name", self.name),
-            ("city", self.city),
-            ("vat_number", self.vat_number),
-            ("address", self.address),
-            ("image_url", self.image_url),
-            ("currency_code", self.currency_code),
+            (Col::Code, self.code),
+            (Col::Name, self.name),
+            (Col::City, self.city),
+            (Col::VatNumber, self.vat_number),
+            (Col::Address, self.address),
+            (Col::ImageUrl, self.image_url),
+            (Col::CurrencyCode, self.currency_code),
         ];
         for (col, val) in strings {
             if let Some(val) = val {
-                v.push((col, val.into()));
+                p.set(col, val);
             }
         }
         if let Some(active) = self.is_active {
-            v.push(("is_active", active.into()));
+            p.set(Col::IsActive, active);
         }
-        v
+        p
     }
+}
+
+/// The branch columns a write sets.
+#[derive(Iden, Clone, Copy)]
+enum BranchColumn {
+    OrgId,
+    Code,
+    Name,
+    City,
+    VatNumber,
+    Address,
+    ImageUrl,
+    CurrencyCode,
+    IsActive,
+    IsDeleted,
 }
 
 pub async fn insert<C: GenericClient + Sync>(
@@ -172,8 +189,8 @@ pub async fn insert<C: GenericClient + Sync>(
     org_id: Uuid,
     f: BranchFields,
 ) -> Result<Branch> {
-    let mut fields = f.pairs();
-    fields.push(("org_id", org_id.into()));
+    let mut fields = f.patch();
+    fields.set(BranchColumn::OrgId, org_id);
     let (row, rev) = synced::insert(tx, Table::Branches, &COLUMNS, fields).await?;
     let branch = Branch::from_row(&row);
     crate::sales::ensure_counter(tx, branch.id).await?;
@@ -186,22 +203,23 @@ pub async fn update<C: GenericClient + Sync>(
     id: Uuid,
     f: BranchFields,
 ) -> Result<Option<Branch>> {
-    set(tx, id, f.pairs(), Op::Update).await
+    set(tx, id, f.patch(), Op::Update).await
 }
 
 pub async fn soft_delete<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Option<Branch>> {
-    let pairs = vec![("is_deleted", true.into()), ("is_active", false.into())];
-    set(tx, id, pairs, Op::Delete).await
+    let mut patch = Patch::of(BranchColumn::IsDeleted, true);
+    patch.set(BranchColumn::IsActive, false);
+    set(tx, id, patch, Op::Delete).await
 }
 
 /// Sets columns on a live branch and records the change; `None` when there is none.
 async fn set<C: GenericClient + Sync>(
     tx: &C,
     id: Uuid,
-    pairs: synced::Fields,
+    patch: Patch<BranchColumn>,
     op: Op,
 ) -> Result<Option<Branch>> {
-    let Some((row, rev)) = synced::update(tx, Table::Branches, &COLUMNS, id, pairs).await? else {
+    let Some((row, rev)) = synced::update(tx, Table::Branches, &COLUMNS, id, patch).await? else {
         return Ok(None);
     };
     let branch = Branch::from_row(&row);

@@ -20,6 +20,7 @@ pub mod idempotency;
 pub mod input;
 pub mod metrics;
 pub mod paging;
+pub mod patch;
 pub mod replica;
 pub mod role;
 pub mod tables;

@@ -13,7 +13,7 @@ use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{GenericClient, Pool};
 use rust_decimal::Decimal;
-use sea_query::{Expr, ExprTrait, Order, Query};
+use sea_query::{Expr, ExprTrait, Iden, Order, Query};
 use serde::{Deserialize, Serialize};
 use tokio_postgres::Row;
 use utoipa::ToSchema;
@@ -22,8 +22,9 @@ use uuid::Uuid;
 use crate::error::{Code, Error, Result};
 use crate::gs1::Gtin;
 use crate::input::{self, Flag};
+use crate::patch::Patch;
 use crate::sync::changes::{self, Change, Op};
-use crate::sync::synced::{self, Fields};
+use crate::sync::synced;
 use crate::{db, wire};
 
 /// Most base units one pack may hold.
@@ -170,11 +171,27 @@ pub async fn gtin_free<C: GenericClient + Sync>(
     ))
 }
 
+/// The pack columns a write sets.
+#[derive(Iden, Clone, Copy)]
+enum PackColumn {
+    MedicineId,
+    Name,
+    Units,
+    Gtin,
+    SellingPrice,
+    IsSellable,
+    IsActive,
+    IsDeleted,
+}
+
+type Fields = Patch<PackColumn>;
+
 /// What a write sets, checked (400 naming the field).
 fn fields(body: PackWrite) -> Result<(Fields, Option<String>)> {
-    let mut f: Fields = Vec::new();
+    use PackColumn as Col;
+    let mut f = Fields::new();
     if let Some(v) = body.name {
-        f.push(("name", input::required_text("name", &v, MAX_NAME)?.into()));
+        f.set(Col::Name, input::required_text("name", &v, MAX_NAME)?);
     }
     if let Some(n) = body.units {
         let units = n
@@ -186,23 +203,23 @@ fn fields(body: PackWrite) -> Result<(Fields, Option<String>)> {
                     format!("`units` must be a whole number from 2 to {MAX_UNITS}."),
                 )
             })?;
-        f.push(("units", (units as i32).into()));
+        f.set(Col::Units, units as i32);
     }
     let mut gtin = None;
     if let Some(v) = body.gtin {
         gtin = gtin_field("gtin", &v)?;
-        f.push(("gtin", gtin.clone().into()));
+        f.set(Col::Gtin, gtin.clone());
     }
     match body.selling_price {
-        Some(Some(p)) => f.push(("selling_price", input::amount("selling_price", p)?.into())),
-        Some(None) => f.push(("selling_price", Option::<Decimal>::None.into())),
+        Some(Some(p)) => f.set(Col::SellingPrice, input::amount("selling_price", p)?),
+        Some(None) => f.set(Col::SellingPrice, Option::<Decimal>::None),
         None => {}
     }
     if let Some(Flag(v)) = body.is_sellable {
-        f.push(("is_sellable", v.into()));
+        f.set(Col::IsSellable, v);
     }
     if let Some(Flag(v)) = body.is_active {
-        f.push(("is_active", v.into()));
+        f.set(Col::IsActive, v);
     }
     Ok((f, gtin))
 }
@@ -243,7 +260,7 @@ pub async fn create(pool: &Pool, medicine_id: Uuid, body: PackWrite) -> Result<P
         ));
     }
     let (mut f, gtin) = fields(body)?;
-    f.push(("medicine_id", medicine_id.into()));
+    f.set(PackColumn::MedicineId, medicine_id);
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     lock_medicine(&tx, medicine_id).await?;
@@ -283,7 +300,8 @@ pub async fn update(
 pub async fn delete(pool: &Pool, medicine_id: Uuid, pack_id: Uuid) -> Result<()> {
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
-    let f: Fields = vec![("is_active", false.into()), ("is_deleted", true.into())];
+    let mut f = Fields::of(PackColumn::IsActive, false);
+    f.set(PackColumn::IsDeleted, true);
     write(&tx, medicine_id, pack_id, f, None, Op::Delete).await?;
     tx.commit().await?;
     Ok(())

@@ -13,6 +13,7 @@ pub use balance::{
 };
 pub use payments::{PaymentDesk, Payments};
 pub use records::{
-    check_credit_edit, create, edit, fields, insert, ledger, list, remove, CustomerWrite, Fields,
+    check_credit_edit, create, edit, fields, insert, ledger, list, remove, CustomerColumn,
+    CustomerWrite, Fields,
 };
 pub use request::{PaymentRequest, Taker};

@@ -4,7 +4,7 @@
 use crate::tables::Table;
 use deadpool_postgres::GenericClient;
 use sea_query::extension::postgres::PgExpr;
-use sea_query::{Cond, Expr, ExprTrait, LockType, Order, Query};
+use sea_query::{Cond, Expr, ExprTrait, Iden, LockType, Order, Query};
 use uuid::Uuid;
 
 use super::balance::{emit, ledger_row, Customer, LedgerRow, COLUMNS};
@@ -16,6 +16,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::paging::{self, Page};
+use crate::patch::Patch;
 use crate::sync::synced;
 use crate::users::escape_like;
 
@@ -49,7 +50,22 @@ pub async fn list<C: GenericClient + Sync>(
     Ok((items, total))
 }
 
-pub use crate::sync::synced::Fields;
+/// The customer columns a write sets.
+#[derive(Iden, Clone, Copy)]
+pub enum CustomerColumn {
+    Id,
+    Name,
+    Phone,
+    NationalId,
+    Notes,
+    ImageUrl,
+    CreditLimit,
+    IsCreditAllowed,
+    IsDeleted,
+}
+
+/// A checked customer write.
+pub type Fields = Patch<CustomerColumn>;
 
 /// Create (`name` required) or update (only the fields to change) body.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
@@ -68,29 +84,28 @@ pub struct CustomerWrite {
 }
 
 pub fn fields(body: CustomerWrite) -> Result<Fields> {
-    let mut f: Fields = Vec::new();
+    use CustomerColumn as Col;
+    let mut f = Fields::new();
     if let Some(v) = body.name {
-        f.push(("name", input::required_text("name", &v, max::NAME)?.into()));
+        f.set(Col::Name, input::required_text("name", &v, max::NAME)?);
     }
     for (col, v, limit) in [
-        ("phone", body.phone, max::CODE),
-        ("national_id", body.national_id, max::CODE),
-        ("notes", body.notes, max::NOTES),
-        ("image_url", body.image_url, max::URL),
+        (Col::Phone, body.phone, max::CODE),
+        (Col::NationalId, body.national_id, max::CODE),
+        (Col::ImageUrl, body.image_url, max::URL),
     ] {
         if let Some(v) = v {
-            let checked = match col {
-                "notes" => input::multiline(col, &v, limit)?,
-                _ => input::text(col, &v, limit)?,
-            };
-            f.push((col, checked.into()));
+            f.set(col, input::text(col.unquoted(), &v, limit)?);
         }
     }
+    if let Some(v) = body.notes {
+        f.set(Col::Notes, input::multiline("notes", &v, max::NOTES)?);
+    }
     if let Some(v) = body.credit_limit {
-        f.push(("credit_limit", input::amount("credit_limit", v)?.into()));
+        f.set(Col::CreditLimit, input::amount("credit_limit", v)?);
     }
     if let Some(Flag(v)) = body.is_credit_allowed {
-        f.push(("is_credit_allowed", v.into()));
+        f.set(Col::IsCreditAllowed, v);
     }
     Ok(f)
 }
@@ -175,7 +190,7 @@ pub async fn create<C: GenericClient + Sync>(
     check_credit(role, &body, None)?;
     let mut fields = fields(body)?;
     if let Some(id) = id {
-        fields.push(("id", id.into()));
+        fields.set(CustomerColumn::Id, id);
     }
     insert(tx, fields).await
 }
@@ -200,7 +215,7 @@ pub async fn edit<C: GenericClient + Sync>(
 
 /// Soft-deletes a customer who owes nothing (409 while a balance is owed).
 pub async fn remove<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Customer> {
-    let fields: Fields = vec![("is_deleted", true.into())];
+    let fields = Fields::of(CustomerColumn::IsDeleted, true);
     let customer = update(tx, id, fields, Op::Delete)
         .await?
         .ok_or_else(|| Error::not_found("Customer not found"))?;

@@ -12,4 +12,6 @@ mod write;
 pub use categories::ensure_category;
 pub use model::{Medicine, MedicineSnapshot, MedicineView, COLUMNS};
 pub use read::{current, get, list, ListFilter};
-pub use write::{check, create, edit, insert, remove, Fields, MedicineWrite, VAT_CATEGORIES};
+pub use write::{
+    check, create, edit, insert, remove, Fields, MedicineColumn, MedicineWrite, VAT_CATEGORIES,
+};

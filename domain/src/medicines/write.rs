@@ -4,6 +4,7 @@
 use crate::tables::Table;
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
+use sea_query::Iden;
 use serde::Deserialize;
 use uuid::Uuid;
 
@@ -12,9 +13,11 @@ use super::model::{Medicine, COLUMNS};
 use super::read::{current, default_threshold};
 use crate::audit;
 use crate::input::{self, max, Flag};
+use crate::patch::Patch;
 use crate::sync::changes::{self, Change, Op};
 use crate::sync::synced;
 use crate::{wire, Error, Result};
+use MedicineColumn as Col;
 
 pub const VAT_CATEGORIES: [&str; 3] = ["standard", "zero", "exempt"];
 
@@ -81,10 +84,10 @@ pub async fn create<C: GenericClient + Sync>(
     let threshold_given = body.low_stock_threshold.is_some();
     let mut fields = fields(tx, body).await?;
     if !threshold_given {
-        fields.set("low_stock_threshold", default_threshold(tx).await?);
+        fields.set(Col::LowStockThreshold, default_threshold(tx).await?);
     }
     if let Some(id) = id {
-        fields.set("id", id);
+        fields.set(Col::Id, id);
     }
     let mut medicine = insert(tx, fields).await?;
     medicine.stock_quantity = 0;
@@ -122,9 +125,9 @@ pub async fn edit<C: GenericClient + Sync>(
 
 /// Soft-deletes (and deactivates) a live medicine.
 pub async fn remove<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Medicine> {
-    let mut fields = Fields::default();
-    fields.set("is_deleted", true);
-    fields.set("is_active", false);
+    let mut fields = Fields::new();
+    fields.set(Col::IsDeleted, true);
+    fields.set(Col::IsActive, false);
     update(tx, id, fields, Op::Delete)
         .await?
         .ok_or_else(|| Error::not_found("Medicine not found"))
@@ -184,17 +187,17 @@ fn gtin_of(body: &MedicineWrite) -> Result<Option<String>> {
 
 /// Validates the fields present in `body` into column values.
 pub(super) async fn fields<C: GenericClient + Sync>(tx: &C, body: MedicineWrite) -> Result<Fields> {
-    let mut f = Fields::default();
+    let mut f = Fields::new();
     if let Some(v) = &body.name {
-        f.set("name", input::required_text("name", v, max::NAME)?);
+        f.set(Col::Name, input::required_text("name", v, max::NAME)?);
     }
     for (col, v) in texts(&body) {
         if let Some(v) = v {
-            f.set(col, input::text(col, v, text_limit(col))?);
+            f.set(col, input::text(col.unquoted(), v, text_limit(col))?);
         }
     }
     if body.gtin.is_some() {
-        f.set("gtin", gtin_of(&body)?);
+        f.set(Col::Gtin, gtin_of(&body)?);
     }
     if let Some(v) = body.category {
         input::text("category", &v, max::LABEL)?;
@@ -203,25 +206,25 @@ pub(super) async fn fields<C: GenericClient + Sync>(tx: &C, body: MedicineWrite)
         } else {
             Some(ensure_category(tx, &v).await?)
         };
-        f.set("category", slug);
+        f.set(Col::Category, slug);
     }
     if let Some(v) = body.selling_price {
-        f.set("selling_price", input::amount("selling_price", v)?);
+        f.set(Col::SellingPrice, input::amount("selling_price", v)?);
     }
     if let Some(v) = body.max_public_price {
-        f.set("max_public_price", input::amount("max_public_price", v)?);
+        f.set(Col::MaxPublicPrice, input::amount("max_public_price", v)?);
     }
     if let Some(v) = body.low_stock_threshold {
         f.set(
-            "low_stock_threshold",
+            Col::LowStockThreshold,
             input::whole("low_stock_threshold", v, 0)?,
         );
     }
     let flags = [
-        ("requires_prescription", body.requires_prescription),
-        ("is_controlled", body.is_controlled),
-        ("requires_cold_chain", body.requires_cold_chain),
-        ("is_active", body.is_active),
+        (Col::RequiresPrescription, body.requires_prescription),
+        (Col::IsControlled, body.is_controlled),
+        (Col::RequiresColdChain, body.requires_cold_chain),
+        (Col::IsActive, body.is_active),
     ];
     for (col, v) in flags {
         if let Some(Flag(b)) = v {
@@ -236,35 +239,35 @@ pub(super) async fn fields<C: GenericClient + Sync>(tx: &C, body: MedicineWrite)
                 "`vat_category` must be standard, zero or exempt.",
             ));
         }
-        f.set("vat_category", v);
+        f.set(Col::VatCategory, v);
     }
     Ok(f)
 }
 
 /// The free-text columns of a medicine and the values a write gives them.
-pub(super) fn texts(body: &MedicineWrite) -> [(&'static str, Option<&String>); 9] {
+pub(super) fn texts(body: &MedicineWrite) -> [(MedicineColumn, Option<&String>); 9] {
     [
-        ("generic_name", body.generic_name.as_ref()),
-        ("barcode", body.barcode.as_ref()),
-        ("form", body.form.as_ref()),
-        ("strength", body.strength.as_ref()),
-        ("unit", body.unit.as_ref()),
-        ("control_schedule", body.control_schedule.as_ref()),
+        (Col::GenericName, body.generic_name.as_ref()),
+        (Col::Barcode, body.barcode.as_ref()),
+        (Col::Form, body.form.as_ref()),
+        (Col::Strength, body.strength.as_ref()),
+        (Col::Unit, body.unit.as_ref()),
+        (Col::ControlSchedule, body.control_schedule.as_ref()),
         (
-            "regulator_registration_no",
+            Col::RegulatorRegistrationNo,
             body.regulator_registration_no.as_ref(),
         ),
-        ("image_key", body.image_key.as_ref()),
-        ("image_url", body.image_url.as_ref()),
+        (Col::ImageKey, body.image_key.as_ref()),
+        (Col::ImageUrl, body.image_url.as_ref()),
     ]
 }
 
 /// The longest value each free-text column takes (the CHECKs of 0014).
-pub(super) fn text_limit(col: &str) -> usize {
+pub(super) fn text_limit(col: MedicineColumn) -> usize {
     match col {
-        "generic_name" => max::NAME,
-        "control_schedule" => max::CODE,
-        "image_key" | "image_url" => max::URL,
+        Col::GenericName => max::NAME,
+        Col::ControlSchedule => max::CODE,
+        Col::ImageKey | Col::ImageUrl => max::URL,
         _ => max::LABEL,
     }
 }
@@ -278,18 +281,18 @@ pub fn check(body: &MedicineWrite) -> Result<()> {
     }
     for (col, v) in texts(body) {
         if let Some(v) = v {
-            input::text(col, v, text_limit(col))?;
+            input::text(col.unquoted(), v, text_limit(col))?;
         }
     }
     if let Some(v) = &body.category {
         input::text("category", v, max::LABEL)?;
     }
     for (col, v) in [
-        ("selling_price", body.selling_price),
-        ("max_public_price", body.max_public_price),
+        (Col::SellingPrice, body.selling_price),
+        (Col::MaxPublicPrice, body.max_public_price),
     ] {
         if let Some(v) = v {
-            input::amount(col, v)?;
+            input::amount(col.unquoted(), v)?;
         }
     }
     if let Some(v) = body.low_stock_threshold {
@@ -306,21 +309,38 @@ pub fn check(body: &MedicineWrite) -> Result<()> {
     Ok(())
 }
 
-/// Column values of a medicine write, already validated.
-#[derive(Debug, Default)]
-pub struct Fields(pub Vec<(&'static str, sea_query::Value)>);
-
-impl Fields {
-    pub fn set(&mut self, col: &'static str, v: impl Into<sea_query::Value>) {
-        self.0.push((col, v.into()));
-    }
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
+/// The medicine columns a write sets.
+#[derive(Iden, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MedicineColumn {
+    Id,
+    Name,
+    GenericName,
+    Barcode,
+    Gtin,
+    Category,
+    Form,
+    Strength,
+    Unit,
+    ControlSchedule,
+    RegulatorRegistrationNo,
+    ImageKey,
+    ImageUrl,
+    SellingPrice,
+    MaxPublicPrice,
+    LowStockThreshold,
+    RequiresPrescription,
+    IsControlled,
+    RequiresColdChain,
+    IsActive,
+    IsDeleted,
+    VatCategory,
 }
 
+/// Column values of a medicine write, already validated.
+pub type Fields = Patch<MedicineColumn>;
+
 pub async fn insert<C: GenericClient + Sync>(tx: &C, fields: Fields) -> Result<Medicine> {
-    let (row, rev) = synced::insert(tx, Table::Medicines, &COLUMNS, fields.0)
+    let (row, rev) = synced::insert(tx, Table::Medicines, &COLUMNS, fields)
         .await
         .map_err(duplicate_barcode)?;
     let medicine = Medicine::from_row(&row);
@@ -337,7 +357,7 @@ pub async fn update<C: GenericClient + Sync>(
     fields: Fields,
     op: Op,
 ) -> Result<Option<Medicine>> {
-    let updated = synced::update(tx, Table::Medicines, &COLUMNS, id, fields.0)
+    let updated = synced::update(tx, Table::Medicines, &COLUMNS, id, fields)
         .await
         .map_err(duplicate_barcode)?;
     let Some((row, rev)) = updated else {

@@ -9,21 +9,46 @@
 use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
-use sea_query::{Expr, ExprTrait, LockType, Order, Query, SelectStatement};
+use sea_query::{Expr, ExprTrait, Iden, LockType, Order, Query, SelectStatement};
 use serde::Serialize;
 use tokio_postgres::Row;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::patch::Patch;
 use crate::{db, wire, Error, Result};
+use PrintColumn as Col;
 
 use crate::paging::{self, Page};
 
 pub mod receipt;
 pub mod writes;
 
+/// The columns a printer or receipt template write sets (the two tables
+/// share the list columns; each write names only its table's own).
+#[derive(Iden, Clone, Copy)]
+pub enum PrintColumn {
+    Id,
+    BranchId,
+    IsDefault,
+    Name,
+    Kind,
+    Copies,
+    AutoPrint,
+    KickDrawer,
+    Connection,
+    Paper,
+    HeaderText,
+    FooterText,
+    ShowLogo,
+    ShowVat,
+    ShowBatch,
+    CreatedBy,
+    UpdatedAt,
+}
+
 /// Column values of a write, already validated.
-pub type Fields = Vec<(&'static str, sea_query::Value)>;
+pub type Fields = Patch<PrintColumn>;
 
 /// The two per-branch lists with a default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -290,12 +315,10 @@ pub async fn create<C: GenericClient + Sync>(
     if is_default {
         clear_default(tx, kind, branch_id).await?;
     }
-    fields.extend([
-        ("id", Uuid::now_v7().into()),
-        ("branch_id", branch_id.into()),
-        ("is_default", is_default.into()),
-    ]);
-    let (cols, vals): (Vec<_>, Vec<_>) = fields.into_iter().unzip();
+    fields.set(Col::Id, Uuid::now_v7());
+    fields.set(Col::BranchId, branch_id);
+    fields.set(Col::IsDefault, is_default);
+    let (cols, vals): (Vec<_>, Vec<_>) = fields.into_pairs().into_iter().unzip();
     let q = Query::insert()
         .into_table(kind.table())
         .columns(cols)
@@ -336,17 +359,22 @@ pub async fn update<C: GenericClient + Sync>(
     match wants_default {
         Some(true) if !is_default => {
             clear_default(tx, kind, branch_id).await?;
-            fields.push(("is_default", true.into()));
+            fields.set(Col::IsDefault, true);
         }
         Some(false) if is_default => {
             return Err(Error::validation("is_default", last_default(kind)))
         }
         _ => {}
     }
-    fields.push(("updated_at", Utc::now().into()));
+    fields.set(Col::UpdatedAt, Utc::now());
     let q = Query::update()
         .table(kind.table())
-        .values(fields.into_iter().map(|(c, v)| (c, Expr::val(v))))
+        .values(
+            fields
+                .into_pairs()
+                .into_iter()
+                .map(|(c, v)| (c, Expr::val(v))),
+        )
         .and_where(Expr::col("id").eq(id))
         .returning(Query::returning().columns(kind.columns().iter().copied()))
         .to_owned();

@@ -5,11 +5,13 @@ use serde::{Deserialize, Deserializer};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::PrintColumn as Col;
 use super::ReceiptTemplate;
 use super::{create, delete, get, get_job, update, Fields, Kind, NewJob, PrintJob, Printer};
 use crate::db::Pool;
 use crate::input::{self, Flag};
 use crate::{branches, settings, Acting, Error, Result};
+use sea_query::Iden;
 
 /// How a printer is reached: the browser prints for the till.
 pub const PRINTER_CONNECTIONS: &[&str] = &["browser"];
@@ -99,27 +101,27 @@ fn printer_fields(body: &PrinterWrite) -> Result<Fields> {
             "`device_path` is not accepted: printers print through the browser.",
         ));
     }
-    let mut f: Fields = Vec::new();
+    let mut f = Fields::new();
     if let Some(v) = &body.name {
-        f.push(("name", input::required_text("name", v, MAX_NAME)?.into()));
+        f.set(Col::Name, input::required_text("name", v, MAX_NAME)?);
     }
     if let Some(v) = &body.kind {
-        f.push(("kind", one_of("kind", v, PRINTER_KINDS)?.into()));
+        f.set(Col::Kind, one_of("kind", v, PRINTER_KINDS)?);
     }
     if let Some(n) = body.copies {
-        f.push(("copies", copies("copies", n)?.into()));
+        f.set(Col::Copies, copies("copies", n)?);
     }
     if let Some(Flag(v)) = body.auto_print {
-        f.push(("auto_print", v.into()));
+        f.set(Col::AutoPrint, v);
     }
     if let Some(Flag(v)) = body.kick_drawer {
-        f.push(("kick_drawer", v.into()));
+        f.set(Col::KickDrawer, v);
     }
     if let Some(v) = &body.connection {
-        f.push((
-            "connection",
-            one_of("connection", v, PRINTER_CONNECTIONS)?.into(),
-        ));
+        f.set(
+            Col::Connection,
+            one_of("connection", v, PRINTER_CONNECTIONS)?,
+        );
     }
     Ok(f)
 }
@@ -166,28 +168,28 @@ pub struct TemplateWrite {
 }
 
 fn template_fields(body: &TemplateWrite) -> Result<Fields> {
-    let mut f: Fields = Vec::new();
+    let mut f = Fields::new();
     if let Some(v) = &body.name {
-        f.push(("name", input::required_text("name", v, MAX_NAME)?.into()));
+        f.set(Col::Name, input::required_text("name", v, MAX_NAME)?);
     }
     if let Some(v) = &body.paper {
-        f.push(("paper", one_of("paper", v, PAPERS)?.into()));
+        f.set(Col::Paper, one_of("paper", v, PAPERS)?);
     }
     for (col, v) in [
-        ("header_text", &body.header_text),
-        ("footer_text", &body.footer_text),
+        (Col::HeaderText, &body.header_text),
+        (Col::FooterText, &body.footer_text),
     ] {
         if let Some(v) = v {
-            f.push((col, input::multiline(col, v, input::max::NOTES)?.into()));
+            f.set(col, input::multiline(col.unquoted(), v, input::max::NOTES)?);
         }
     }
     for (col, v) in [
-        ("show_logo", body.show_logo),
-        ("show_vat", body.show_vat),
-        ("show_batch", body.show_batch),
+        (Col::ShowLogo, body.show_logo),
+        (Col::ShowVat, body.show_vat),
+        (Col::ShowBatch, body.show_batch),
     ] {
         if let Some(Flag(v)) = v {
-            f.push((col, v.into()));
+            f.set(col, v);
         }
     }
     Ok(f)
@@ -275,9 +277,9 @@ pub async fn create_printer(pool: &Pool, acting: &Acting, body: PrinterWrite) ->
     let branch_id = write_branch(pool, acting, body.branch_id).await?;
     let mut client = pool.get().await?;
     if body.copies.is_none() {
-        fields.push(("copies", settings::default_copies(&client).await?.into()));
+        fields.set(Col::Copies, settings::default_copies(&client).await?);
     }
-    fields.push(("created_by", acting.user_id.into()));
+    fields.set(Col::CreatedBy, acting.user_id);
     let wants_default = body.is_default.is_some_and(|Flag(d)| d);
     let tx = client.transaction().await?;
     let row = create(&tx, Kind::Printer, branch_id, fields, wants_default).await?;
@@ -322,7 +324,7 @@ pub async fn create_template(
         return Err(Error::validation("name", "The field `name` is required."));
     }
     let branch_id = write_branch(pool, acting, body.branch_id).await?;
-    fields.push(("created_by", acting.user_id.into()));
+    fields.set(Col::CreatedBy, acting.user_id);
     let wants_default = body.is_default.is_some_and(|Flag(d)| d);
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;

@@ -5,12 +5,13 @@ use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
-use sea_query::{Expr, ExprTrait, LockType, OnConflict, Query};
+use sea_query::{Expr, ExprTrait, Iden, LockType, OnConflict, Query};
 use serde::Serialize;
 use tokio_postgres::Row;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::patch::Patch;
 use crate::{db, wire, Result};
 
 pub mod write;
@@ -18,8 +19,42 @@ pub mod write;
 /// `name` when none is given: the service's own name.
 pub const SERVICE_NAME: &str = "Pharmacy Operations Service";
 
+/// The settings columns a write sets.
+#[derive(Iden, Clone, Copy, PartialEq, Eq)]
+pub enum SettingsColumn {
+    Name,
+    LegalName,
+    Phone,
+    Email,
+    Address,
+    Tin,
+    VatNumber,
+    NdaLicenseNo,
+    PremiseNo,
+    ReceiptHeader,
+    ReceiptFooter,
+    ReturnPolicy,
+    ShowVatBreakdown,
+    ShowPharmacistOnReceipt,
+    AutoPrintReceipt,
+    TaxEnabled,
+    RateStalenessDays,
+    ServerMode,
+    ServerUrl,
+    DefaultLowStockThreshold,
+    ExpiryWarningDays,
+    DefaultCopies,
+    TaxRate,
+    MinShelfLifeDays,
+    InvoicePriceTolerancePercent,
+    BaseCurrency,
+    TimeZone,
+    UpdatedAt,
+    UpdatedBy,
+}
+
 /// Column values of a write, already validated.
-pub type Fields = Vec<(&'static str, sea_query::Value)>;
+pub type Fields = Patch<SettingsColumn>;
 
 const COLUMNS: [&str; 30] = [
     "name",
@@ -225,13 +260,16 @@ pub async fn update<C: GenericClient + Sync>(
     mut fields: Fields,
     user_id: Uuid,
 ) -> Result<Settings> {
-    fields.extend([
-        ("updated_at", Utc::now().into()),
-        ("updated_by", user_id.into()),
-    ]);
+    fields.set(SettingsColumn::UpdatedAt, Utc::now());
+    fields.set(SettingsColumn::UpdatedBy, user_id);
     let q = Query::update()
         .table(Table::Settings)
-        .values(fields.into_iter().map(|(c, v)| (c, Expr::val(v))))
+        .values(
+            fields
+                .into_pairs()
+                .into_iter()
+                .map(|(c, v)| (c, Expr::val(v))),
+        )
         .and_where(Expr::col("org_id").eq(org_id))
         .returning(Query::returning().columns(COLUMNS))
         .to_owned();

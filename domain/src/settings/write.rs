@@ -7,10 +7,12 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Deserializer};
 use utoipa::ToSchema;
 
+use super::SettingsColumn as Col;
 use super::{lock, time_zone_known, update, Fields, Settings};
 use crate::db::Pool;
 use crate::input::{self, max, Flag};
 use crate::{audit, branches, Acting, Error, Result};
+use sea_query::Iden;
 
 /// Where the service runs: the vendor's hosting or the organisation's own.
 pub const SERVER_MODES: [&str; 2] = ["hosted", "custom"];
@@ -237,40 +239,40 @@ fn one_of(field: &str, v: &str, allowed: &[&str]) -> Result<String> {
 }
 
 /// The free-text fields that may span lines (tabs and line breaks kept).
-const MULTILINE: [&str; 3] = ["receipt_header", "receipt_footer", "return_policy"];
+const MULTILINE: [Col; 3] = [Col::ReceiptHeader, Col::ReceiptFooter, Col::ReturnPolicy];
 
 /// The free-text fields: trimmed, at most their column's length (the
 /// CHECKs of migration 0014), `null` clears.
 fn text_fields(b: &SettingsWrite, f: &mut Fields) -> Result<()> {
     for (col, v, limit) in [
-        ("legal_name", &b.legal_name, max::NAME),
-        ("phone", &b.phone, max::CODE),
-        ("address", &b.address, max::ADDRESS),
-        ("tin", &b.tin, max::CODE),
-        ("vat_number", &b.vat_number, max::CODE),
-        ("nda_license_no", &b.nda_license_no, max::CODE),
-        ("premise_no", &b.premise_no, max::CODE),
-        ("receipt_header", &b.receipt_header, max::NOTES),
-        ("receipt_footer", &b.receipt_footer, max::NOTES),
-        ("return_policy", &b.return_policy, max::NOTES),
+        (Col::LegalName, &b.legal_name, max::NAME),
+        (Col::Phone, &b.phone, max::CODE),
+        (Col::Address, &b.address, max::ADDRESS),
+        (Col::Tin, &b.tin, max::CODE),
+        (Col::VatNumber, &b.vat_number, max::CODE),
+        (Col::NdaLicenseNo, &b.nda_license_no, max::CODE),
+        (Col::PremiseNo, &b.premise_no, max::CODE),
+        (Col::ReceiptHeader, &b.receipt_header, max::NOTES),
+        (Col::ReceiptFooter, &b.receipt_footer, max::NOTES),
+        (Col::ReturnPolicy, &b.return_policy, max::NOTES),
     ] {
         match v {
             Some(Some(v)) if MULTILINE.contains(&col) => {
-                f.push((col, input::multiline(col, v, limit)?.into()))
+                f.set(col, input::multiline(col.unquoted(), v, limit)?)
             }
-            Some(Some(v)) => f.push((col, input::text(col, v, limit)?.into())),
-            Some(None) => f.push((col, Option::<String>::None.into())),
+            Some(Some(v)) => f.set(col, input::text(col.unquoted(), v, limit)?),
+            Some(None) => f.set(col, Option::<String>::None),
             None => {}
         }
     }
     match &b.name {
-        Some(Some(v)) => f.push(("name", input::required_text("name", v, max::NAME)?.into())),
-        Some(None) => f.push(("name", Option::<String>::None.into())),
+        Some(Some(v)) => f.set(Col::Name, input::required_text("name", v, max::NAME)?),
+        Some(None) => f.set(Col::Name, Option::<String>::None),
         None => {}
     }
     match &b.email {
-        Some(Some(v)) => f.push(("email", email(v)?.into())),
-        Some(None) => f.push(("email", Option::<String>::None.into())),
+        Some(Some(v)) => f.set(Col::Email, email(v)?),
+        Some(None) => f.set(Col::Email, Option::<String>::None),
         None => {}
     }
     Ok(())
@@ -278,63 +280,60 @@ fn text_fields(b: &SettingsWrite, f: &mut Fields) -> Result<()> {
 
 fn flag_fields(b: &SettingsWrite, f: &mut Fields) {
     for (col, v) in [
-        ("show_vat_breakdown", b.show_vat_breakdown),
-        ("show_pharmacist_on_receipt", b.show_pharmacist_on_receipt),
+        (Col::ShowVatBreakdown, b.show_vat_breakdown),
+        (Col::ShowPharmacistOnReceipt, b.show_pharmacist_on_receipt),
     ] {
         if let Some(v) = v {
-            f.push((col, v.map(|Flag(x)| x).into()));
+            f.set(col, v.map(|Flag(x)| x));
         }
     }
     for (col, v) in [
-        ("auto_print_receipt", b.auto_print_receipt),
-        ("tax_enabled", b.tax_enabled),
+        (Col::AutoPrintReceipt, b.auto_print_receipt),
+        (Col::TaxEnabled, b.tax_enabled),
     ] {
         if let Some(Flag(v)) = v {
-            f.push((col, v.into()));
+            f.set(col, v);
         }
     }
 }
 
 /// The checks that need no database.
 fn plain_fields(b: &SettingsWrite) -> Result<Fields> {
-    let mut f: Fields = Vec::new();
+    let mut f = Fields::new();
     text_fields(b, &mut f)?;
     flag_fields(b, &mut f);
     if let Some(n) = b.rate_staleness_days {
-        f.push((
-            "rate_staleness_days",
-            int_in("rate_staleness_days", n, 1, 90)?.into(),
-        ));
+        f.set(
+            Col::RateStalenessDays,
+            int_in("rate_staleness_days", n, 1, 90)?,
+        );
     }
     if let Some(v) = &b.server_mode {
-        f.push((
-            "server_mode",
-            one_of("server_mode", v, &SERVER_MODES)?.into(),
-        ));
+        f.set(Col::ServerMode, one_of("server_mode", v, &SERVER_MODES)?);
     }
     if let Some(v) = &b.server_url {
-        f.push(("server_url", server_url(v)?.into()));
+        f.set(Col::ServerUrl, server_url(v)?);
     }
     if let Some(n) = b.default_low_stock_threshold {
         let max = input::MAX_QUANTITY;
         let n = int_in("default_low_stock_threshold", n, 0, max)?;
-        f.push(("default_low_stock_threshold", n.into()));
+        f.set(Col::DefaultLowStockThreshold, n);
     }
     if let Some(v) = &b.expiry_warning_days {
-        f.push(("expiry_warning_days", expiry_days(v)?.into()));
+        f.set(Col::ExpiryWarningDays, expiry_days(v)?);
     }
     if let Some(n) = b.default_copies {
-        f.push(("default_copies", int_in("default_copies", n, 1, 20)?.into()));
+        f.set(Col::DefaultCopies, int_in("default_copies", n, 1, 20)?);
     }
     if let Some(v) = b.tax_rate {
-        f.push(("tax_rate", tax_rate(v)?.into()));
+        f.set(Col::TaxRate, tax_rate(v)?);
     }
     if let Some(n) = b.min_shelf_life_days {
         let n = int_in("min_shelf_life_days", n, 0, 3650)?;
-        f.push(("min_shelf_life_days", n.into()));
+        f.set(Col::MinShelfLifeDays, n);
     }
     if let Some(v) = b.invoice_price_tolerance_percent {
-        f.push(("invoice_price_tolerance_percent", percent(v)?.into()));
+        f.set(Col::InvoicePriceTolerancePercent, percent(v)?);
     }
     Ok(f)
 }
@@ -349,7 +348,7 @@ async fn looked_up_fields(client: &Object, b: &SettingsWrite, f: &mut Fields) ->
                 format!("`base_currency` must be an active currency code; `{code}` is not."),
             ));
         }
-        f.push(("base_currency", code.into()));
+        f.set(Col::BaseCurrency, code);
     }
     if let Some(v) = &b.time_zone {
         let zone = v.trim();
@@ -359,7 +358,7 @@ async fn looked_up_fields(client: &Object, b: &SettingsWrite, f: &mut Fields) ->
                 "`time_zone` must be an IANA time zone such as Africa/Kampala.",
             ));
         }
-        f.push(("time_zone", zone.to_owned().into()));
+        f.set(Col::TimeZone, zone.to_owned());
     }
     Ok(())
 }

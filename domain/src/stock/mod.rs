@@ -12,6 +12,7 @@
 
 pub mod cost;
 pub mod count;
+pub mod left;
 mod pick;
 pub mod quarantine;
 pub mod receiving;

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
 use sea_query::extension::postgres::PgExpr;
-use sea_query::{Cond, Expr, ExprTrait, Order, Query};
+use sea_query::{Cond, Expr, ExprTrait, Iden, Order, Query};
 use serde::{Deserialize, Serialize};
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -20,6 +20,7 @@ use crate::sync::changes::{self, Change, Op};
 use crate::{db, wire, Error, Result};
 
 use crate::paging::{self, Page};
+use crate::patch::Patch;
 use crate::sync::synced;
 use crate::users::escape_like;
 
@@ -157,7 +158,26 @@ pub async fn list<C: GenericClient + Sync>(
     Ok((items, total))
 }
 
-pub use crate::sync::synced::Fields;
+/// The supplier columns a write sets.
+#[derive(Iden, Clone, Copy)]
+pub enum SupplierColumn {
+    Id,
+    Name,
+    TaxNumber,
+    ContactPerson,
+    Phone,
+    Email,
+    Address,
+    ImageUrl,
+    SupplierType,
+    LeadTimeDays,
+    ReliabilityScore,
+    IsActive,
+    IsDeleted,
+}
+
+/// A checked supplier write.
+pub type Fields = Patch<SupplierColumn>;
 
 /// Create (`name` required) or update body. An update applies only these
 /// fields (the allowlist); anything else is ignored.
@@ -184,24 +204,25 @@ pub struct SupplierWrite {
 }
 
 pub fn fields(body: SupplierWrite) -> Result<Fields> {
-    let mut f: Fields = Vec::new();
+    use SupplierColumn as Col;
+    let mut f = Fields::new();
     if let Some(v) = body.name {
-        f.push(("name", input::required_text("name", &v, max::NAME)?.into()));
+        f.set(Col::Name, input::required_text("name", &v, max::NAME)?);
     }
     if let Some(v) = body.supplier_type {
         let v = input::required_text("supplier_type", &v, max::CODE)?.to_lowercase();
-        f.push(("supplier_type", v.into()));
+        f.set(Col::SupplierType, v);
     }
     for (col, v, limit) in [
-        ("tax_number", body.tax_number, max::CODE),
-        ("contact_person", body.contact_person, max::NAME),
-        ("phone", body.phone, max::CODE),
-        ("email", body.email, max::EMAIL),
-        ("address", body.address, max::ADDRESS),
-        ("image_url", body.image_url, max::URL),
+        (Col::TaxNumber, body.tax_number, max::CODE),
+        (Col::ContactPerson, body.contact_person, max::NAME),
+        (Col::Phone, body.phone, max::CODE),
+        (Col::Email, body.email, max::EMAIL),
+        (Col::Address, body.address, max::ADDRESS),
+        (Col::ImageUrl, body.image_url, max::URL),
     ] {
         if let Some(v) = v {
-            f.push((col, input::text(col, &v, limit)?.into()));
+            f.set(col, input::text(col.unquoted(), &v, limit)?);
         }
     }
     if let Some(v) = body.lead_time_days {
@@ -212,7 +233,7 @@ pub fn fields(body: SupplierWrite) -> Result<Fields> {
                 "`lead_time_days` must be at most 365.",
             ));
         }
-        f.push(("lead_time_days", days.into()));
+        f.set(Col::LeadTimeDays, days);
     }
     if let Some(v) = body.reliability_score {
         let v = input::amount("reliability_score", v)?;
@@ -222,10 +243,10 @@ pub fn fields(body: SupplierWrite) -> Result<Fields> {
                 "`reliability_score` must be between 0 and 100.",
             ));
         }
-        f.push(("reliability_score", v.into()));
+        f.set(Col::ReliabilityScore, v);
     }
     if let Some(Flag(v)) = body.is_active {
-        f.push(("is_active", v.into()));
+        f.set(Col::IsActive, v);
     }
     Ok(f)
 }
@@ -242,7 +263,7 @@ pub async fn create<C: GenericClient + Sync>(
     body.is_active = None;
     let mut fields = fields(body)?;
     if let Some(id) = id {
-        fields.push(("id", id.into()));
+        fields.set(SupplierColumn::Id, id);
     }
     insert(tx, fields).await
 }
@@ -264,7 +285,8 @@ pub async fn edit<C: GenericClient + Sync>(
 
 /// Soft-deletes (and deactivates) a live supplier.
 pub async fn remove<C: GenericClient + Sync>(tx: &C, id: Uuid) -> Result<Supplier> {
-    let fields: Fields = vec![("is_deleted", true.into()), ("is_active", false.into())];
+    let mut fields = Fields::of(SupplierColumn::IsDeleted, true);
+    fields.set(SupplierColumn::IsActive, false);
     update(tx, id, fields, Op::Delete)
         .await?
         .ok_or_else(|| Error::not_found("Supplier not found"))

@@ -5,16 +5,23 @@
 
 use chrono::Utc;
 use deadpool_postgres::GenericClient;
-use sea_query::{Expr, ExprTrait, Query};
+use sea_query::{Expr, ExprTrait, Iden, IntoIden, Query};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
+use crate::patch::Patch;
 use crate::sync::changes;
 use crate::tables::Table;
 use crate::{db, Error, Result};
 
-/// Column values of a write, already validated.
-pub type Fields = Vec<(&'static str, sea_query::Value)>;
+/// The columns every synced table has, which the write path sets itself.
+#[derive(Iden, Clone, Copy)]
+enum Synced {
+    Id,
+    Rev,
+    UpdatedAt,
+    IsDeleted,
+}
 
 /// Inserts a row (with a new id unless `fields` names one); returns it (as
 /// `columns`) and its rev.
@@ -22,14 +29,16 @@ pub async fn insert<C: GenericClient + Sync>(
     tx: &C,
     table: Table,
     columns: &[&'static str],
-    mut fields: Fields,
+    fields: Patch<impl Iden + Copy + 'static>,
 ) -> Result<(Row, i64)> {
     let rev = changes::allocate(tx).await?;
-    if !fields.iter().any(|(col, _)| *col == "id") {
-        fields.push(("id", Uuid::now_v7().into()));
+    let names_id = fields.names("id");
+    let mut pairs = fields.into_pairs();
+    if !names_id {
+        pairs.push((Synced::Id.into_iden(), Uuid::now_v7().into()));
     }
-    fields.push(("rev", rev.into()));
-    let (cols, vals): (Vec<_>, Vec<_>) = fields.into_iter().unzip();
+    pairs.push((Synced::Rev.into_iden(), rev.into()));
+    let (cols, vals): (Vec<_>, Vec<_>) = pairs.into_iter().unzip();
     let q = Query::insert()
         .into_table(table)
         .columns(cols)
@@ -50,15 +59,16 @@ pub async fn update<C: GenericClient + Sync>(
     table: Table,
     columns: &[&'static str],
     id: Uuid,
-    mut fields: Fields,
+    fields: Patch<impl Iden + Copy + 'static>,
 ) -> Result<Option<(Row, i64)>> {
-    fields.push(("updated_at", Utc::now().into()));
+    let mut pairs = fields.into_pairs();
+    pairs.push((Synced::UpdatedAt.into_iden(), Utc::now().into()));
     let q = Query::update()
         .table(table)
-        .values(fields.into_iter().map(|(c, v)| (c, Expr::val(v))))
-        .value("rev", Expr::cust("change_log_next_rev()"))
-        .and_where(Expr::col("id").eq(id))
-        .and_where(Expr::col("is_deleted").eq(false))
+        .values(pairs.into_iter().map(|(c, v)| (c, Expr::val(v))))
+        .value(Synced::Rev, Expr::cust("change_log_next_rev()"))
+        .and_where(Expr::col(Synced::Id).eq(id))
+        .and_where(Expr::col(Synced::IsDeleted).eq(false))
         .returning(Query::returning().columns(columns.iter().copied()))
         .to_owned();
     let Some(row) = db::fetch_opt(tx, &q).await? else {

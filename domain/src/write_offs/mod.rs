@@ -225,6 +225,8 @@ pub struct WriteOffItem {
     pub is_controlled: bool,
 }
 
+crate::stock::left::from_left_line!(WriteOffItem);
+
 /// `POST /stock/write-offs` through the branch's actor.
 pub struct RecordWriteOff(pub NewWriteOff);
 

@@ -2,7 +2,6 @@
 //! the destruction register.
 
 use crate::tables::Table;
-use std::collections::HashMap;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use deadpool_postgres::GenericClient;
@@ -17,6 +16,7 @@ use crate::books;
 use crate::db;
 use crate::error::Result;
 use crate::paging::{self, Page, Slice};
+use crate::stock::left::{self, Document};
 use crate::wire;
 
 /// Write-offs with their lines, shaped by `shape` (filters, order, paging).
@@ -67,34 +67,14 @@ async fn select<C: GenericClient + Sync>(
         return Ok(found);
     }
     let ids: Vec<Uuid> = found.iter().map(|w| w.id).collect();
-    let items = sea_query::raw_query!(
-        PostgresQueryBuilder,
-        r#"SELECT i.write_off_id, i.batch_id, i.medicine_id, m.name, b.batch_number, i.quantity,
-                  i.unit_cost, i.value, i.is_controlled
-           FROM write_off_items i
-           JOIN medicines m ON m.id = i.medicine_id
-           JOIN batches b ON b.id = i.batch_id
-           WHERE i.write_off_id = ANY({ids}) ORDER BY i.write_off_id, i.line_no"#
-    );
-    let rows = db::raw_all(c, &items.sql, items.values).await?;
-    let mut by_write_off: HashMap<Uuid, Vec<WriteOffItem>> = HashMap::new();
-    for r in &rows {
-        by_write_off
-            .entry(r.get(0))
-            .or_default()
-            .push(WriteOffItem {
-                batch_id: r.get(1),
-                medicine_id: r.get(2),
-                medicine_name: r.get(3),
-                batch_number: r.get(4),
-                quantity: r.get(5),
-                unit_cost: r.get(6),
-                value: r.get(7),
-                is_controlled: r.get(8),
-            });
-    }
+    let mut by_write_off = left::lines(c, Document::WriteOff, &ids).await?;
     for w in &mut found {
-        w.items = by_write_off.remove(&w.id).unwrap_or_default();
+        w.items = by_write_off
+            .remove(&w.id)
+            .unwrap_or_default()
+            .into_iter()
+            .map(WriteOffItem::from)
+            .collect();
     }
     Ok(found)
 }

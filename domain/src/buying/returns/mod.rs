@@ -219,6 +219,8 @@ pub struct SupplierReturnLine {
     pub is_controlled: bool,
 }
 
+crate::stock::left::from_left_line!(SupplierReturnLine);
+
 /// `POST /supplier-returns` through the branch's actor.
 pub struct RecordSupplierReturn(pub NewSupplierReturn);
 

@@ -1,8 +1,6 @@
 //! Reading supplier returns back, and the register of supplier returns of
 //! controlled medicines.
 
-use std::collections::HashMap;
-
 use chrono::{DateTime, NaiveDate, Utc};
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, JoinType, Order, Query, SelectStatement};
@@ -15,6 +13,7 @@ use crate::books;
 use crate::db;
 use crate::error::Result;
 use crate::paging::{self, Page, Slice};
+use crate::stock::left::{self, Document};
 use crate::tables::Table;
 use crate::wire;
 
@@ -84,35 +83,14 @@ async fn select<C: GenericClient + Sync>(
         return Ok(found);
     }
     let ids: Vec<Uuid> = found.iter().map(|r| r.id).collect();
-    let items = sea_query::raw_query!(
-        PostgresQueryBuilder,
-        r#"SELECT i.supplier_return_id, i.batch_id, i.medicine_id, m.name, b.batch_number,
-                  i.quantity, i.unit_cost, i.value, i.is_controlled
-           FROM supplier_return_items i
-           JOIN medicines m ON m.id = i.medicine_id
-           JOIN batches b ON b.id = i.batch_id
-           WHERE i.supplier_return_id = ANY({ids})
-           ORDER BY i.supplier_return_id, i.line_no"#
-    );
-    let rows = db::raw_all(c, &items.sql, items.values).await?;
-    let mut by_return: HashMap<Uuid, Vec<SupplierReturnLine>> = HashMap::new();
-    for r in &rows {
-        by_return
-            .entry(r.get(0))
-            .or_default()
-            .push(SupplierReturnLine {
-                batch_id: r.get(1),
-                medicine_id: r.get(2),
-                medicine_name: r.get(3),
-                batch_number: r.get(4),
-                quantity: r.get(5),
-                unit_cost: r.get(6),
-                value: r.get(7),
-                is_controlled: r.get(8),
-            });
-    }
+    let mut by_return = left::lines(c, Document::SupplierReturn, &ids).await?;
     for r in &mut found {
-        r.lines = by_return.remove(&r.id).unwrap_or_default();
+        r.lines = by_return
+            .remove(&r.id)
+            .unwrap_or_default()
+            .into_iter()
+            .map(SupplierReturnLine::from)
+            .collect();
     }
     Ok(found)
 }

@@ -35,6 +35,7 @@ pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Resu
     crate::tuning::spawn(&registry, pool.clone(), &config);
     crate::fiscal::spawn_worker(&config, pool.clone())?;
     crate::fiscal::spawn_metrics(&config, pool.clone());
+    crate::maintenance::spawn(pool.clone());
     let workers = match config.http.workers {
         0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
         n => n,

@@ -72,6 +72,8 @@ pub async fn bench_reports(
     let console_admin = console_cookie(&client, Role::Admin, "HQ", idle).await?;
     let console_manager = console_cookie(&client, Role::BranchManager, "GEN01", idle).await?;
     drop(client);
+    // What a running service rolls up at start (0030), before the timing.
+    domain::reports::roll_up_closed_months(&pool).await?;
 
     let listener = TcpListener::bind("127.0.0.1:0").map_err(Error::internal)?;
     let running = app::start(config, pool, listener).map_err(Error::internal)?;

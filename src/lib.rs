@@ -12,6 +12,7 @@ pub mod devdb;
 pub mod fiscal;
 pub mod fiscal_sim;
 pub mod http;
+pub mod maintenance;
 pub mod seed;
 pub mod seed_large;
 pub mod state;

@@ -8,7 +8,7 @@ use rust_decimal::{Decimal, RoundingStrategy};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use crate::db;
+use crate::db::{self, Pool};
 use crate::replica::Reads;
 use crate::window::ReportWindow;
 use crate::Result;
@@ -82,12 +82,14 @@ pub struct Scope<'a> {
 
 /// Where the report summaries (`sales_days`, `medicine_days`,
 /// `medicine_months`, written by triggers with the rows they sum) disagree
-/// with the ledger: one line per differing row, nothing when they agree.
+/// with the ledger, or a chain-wide month roll-up with its months' rows:
+/// one line per differing row, nothing when they agree.
 /// Part of the invariant checks.
 pub async fn summary_violations<C: GenericClient + Sync>(c: &C) -> Result<Vec<String>> {
     let rows = db::raw_all(
         c,
-        "SELECT d FROM report_summary_differences() d",
+        "SELECT d FROM report_summary_differences() d
+         UNION ALL SELECT d FROM chain_month_differences() d",
         Values(Vec::new()),
     )
     .await?;
@@ -105,4 +107,14 @@ pub async fn summary_violations<C: GenericClient + Sync>(c: &C) -> Result<Vec<St
 fn first(rows: &[Row]) -> Result<&Row> {
     rows.first()
         .ok_or_else(|| crate::Error::internal("aggregate query returned no row"))
+}
+
+/// Rolls up the chain-wide month rows of the months that are over and not
+/// yet rolled up (`roll_up_chain_months`, migration 0030); how many months
+/// it rolled up. Every process calls it now and then; a month another
+/// process is rolling up, or a writer is changing, waits for the next call.
+pub async fn roll_up_closed_months(pool: &Pool) -> Result<i32> {
+    let client = pool.get().await?;
+    let rows = db::raw_all(&client, "SELECT roll_up_chain_months()", Values(Vec::new())).await?;
+    Ok(rows.first().map_or(0, |r| r.get(0)))
 }

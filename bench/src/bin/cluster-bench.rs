@@ -27,6 +27,9 @@
 #[allow(dead_code)]
 #[path = "../api.rs"]
 mod api;
+
+#[path = "../cli.rs"]
+mod cli;
 #[allow(dead_code)]
 #[path = "../load.rs"]
 mod load;
@@ -126,39 +129,11 @@ struct ProcessMetrics {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match rt.block_on(run(cli)) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("FAILED: a correctness check failed (see above)");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
+    cli::exit_with(run(Cli::parse()), "a correctness check failed (see above)")
 }
 
 async fn run(cli: Cli) -> Result<bool> {
-    let root = root();
+    let root = cli::root();
     let out = root.join("target/cluster-bench");
     std::fs::create_dir_all(&out)?;
     let bin = match &cli.server_bin {

@@ -42,6 +42,9 @@
 #[allow(dead_code)]
 #[path = "../api.rs"]
 mod api;
+
+#[path = "../cli.rs"]
+mod cli;
 #[allow(dead_code)]
 #[path = "../ha_drill.rs"]
 mod ha_drill;
@@ -109,35 +112,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match rt.block_on(run(cli)) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("FAILED: a drill's check failed (see above)");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
+    cli::exit_with(run(Cli::parse()), "a drill's check failed (see above)")
 }
 
 async fn run(cli: Cli) -> Result<bool> {
@@ -148,7 +123,7 @@ async fn run(cli: Cli) -> Result<bool> {
         .map(|d| Drill::parse(d))
         .collect::<Result<_>>()?;
     let sync_cost = cli.drills.iter().any(|d| d == "sync-cost");
-    let root = root();
+    let root = cli::root();
     let out = root.join("target/ha-bench");
     std::fs::create_dir_all(&out)?;
     let dir = out.join("cluster");

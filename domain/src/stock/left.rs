@@ -66,7 +66,7 @@ impl Document {
 }
 
 /// The lines of the documents `ids`, by document, each in line order.
-pub async fn lines<C: GenericClient + Sync>(
+async fn lines<C: GenericClient + Sync>(
     c: &C,
     of: Document,
     ids: &[Uuid],
@@ -90,6 +90,31 @@ pub async fn lines<C: GenericClient + Sync>(
             });
     }
     Ok(by_document)
+}
+
+/// Reads the lines of `found` (documents of kind `of`) and gives each
+/// document its own, in line order, as the register's line type.
+pub async fn attach<C, D, L>(
+    c: &C,
+    of: Document,
+    found: &mut [D],
+    id: impl Fn(&D) -> Uuid,
+    lines_of: impl Fn(&mut D) -> &mut Vec<L>,
+) -> Result<()>
+where
+    C: GenericClient + Sync,
+    L: From<LeftLine>,
+{
+    if found.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = found.iter().map(&id).collect();
+    let mut by_document = lines(c, of, &ids).await?;
+    for d in found.iter_mut() {
+        let mine = by_document.remove(&id(d)).unwrap_or_default();
+        *lines_of(d) = mine.into_iter().map(L::from).collect();
+    }
+    Ok(())
 }
 
 /// `From<LeftLine>` for a register's line type: each register keeps its

@@ -11,7 +11,7 @@ use serde::Serialize;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use super::{WriteOff, WriteOffItem, MAX_LINES};
+use super::{WriteOff, MAX_LINES};
 use crate::books;
 use crate::db;
 use crate::error::Result;
@@ -63,19 +63,14 @@ async fn select<C: GenericClient + Sync>(
             created_at: r.get("created_at"),
         })
         .collect();
-    if found.is_empty() {
-        return Ok(found);
-    }
-    let ids: Vec<Uuid> = found.iter().map(|w| w.id).collect();
-    let mut by_write_off = left::lines(c, Document::WriteOff, &ids).await?;
-    for w in &mut found {
-        w.items = by_write_off
-            .remove(&w.id)
-            .unwrap_or_default()
-            .into_iter()
-            .map(WriteOffItem::from)
-            .collect();
-    }
+    left::attach(
+        c,
+        Document::WriteOff,
+        &mut found,
+        |w| w.id,
+        |w| &mut w.items,
+    )
+    .await?;
     Ok(found)
 }
 

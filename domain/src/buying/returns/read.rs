@@ -8,7 +8,7 @@ use serde::Serialize;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use super::{SupplierReturn, SupplierReturnLine};
+use super::SupplierReturn;
 use crate::books;
 use crate::db;
 use crate::error::Result;
@@ -79,19 +79,14 @@ async fn select<C: GenericClient + Sync>(
             }
         })
         .collect();
-    if found.is_empty() {
-        return Ok(found);
-    }
-    let ids: Vec<Uuid> = found.iter().map(|r| r.id).collect();
-    let mut by_return = left::lines(c, Document::SupplierReturn, &ids).await?;
-    for r in &mut found {
-        r.lines = by_return
-            .remove(&r.id)
-            .unwrap_or_default()
-            .into_iter()
-            .map(SupplierReturnLine::from)
-            .collect();
-    }
+    left::attach(
+        c,
+        Document::SupplierReturn,
+        &mut found,
+        |r| r.id,
+        |r| &mut r.lines,
+    )
+    .await?;
     Ok(found)
 }
 

@@ -98,6 +98,8 @@ codes! {
         "The GTIN already names another medicine or pack (a GTIN names one product); the message names the holder.";
     SerialAlreadyDispensed => "serial_already_dispensed", 409,
         "The pack's serial (one GTIN's serial is dispensed once in the organisation) was already sold and not returned to stock; the message names the sale that took it.";
+    Resnapshot => "resnapshot", 409,
+        "The sync cursor belongs to a database history that is gone (a failover or a restore renumbered the change feed, or `since` is beyond its head): take a fresh `GET /sync/snapshot` and follow the feed from its `max_rev` and `epoch`.";
     PayloadTooLarge => "payload_too_large", 413,
         "The body or the batch is over its size limit; split it.";
     RateLimited => "rate_limited", 429,

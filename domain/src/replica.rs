@@ -282,6 +282,12 @@ impl Reads<'_> {
     /// `max_rev` is that horizon: then every rev up to it is committed and
     /// replayed, and none after it is visible. Any other case (writes
     /// committed in between, the replica behind) reads the primary.
+    ///
+    /// A standby names no timeline of its own: its snapshot carries the
+    /// primary's epoch, read with the primary's head, and only when both
+    /// servers are of the same cluster (same system identifier). A replica
+    /// that has been promoted meanwhile names its own epoch, which must be
+    /// the one the primary named.
     pub async fn snapshot(&self, horizon: &Horizon, scope: Scope) -> Result<Snapshot> {
         let Some(replica) = self.replica.filter(|r| r.health() == Health::InUse) else {
             if let Some(r) = self.replica {
@@ -291,7 +297,12 @@ impl Reads<'_> {
         };
         // The primary's highest committed rev, once every rev up to it is
         // settled (no write that drew a lower rev still in flight).
-        let top = horizon.look(&self.primary.get().await?).await?;
+        let head = horizon.look_all(&self.primary.get().await?).await?;
+        let top = head.top;
+        let Some(epoch) = head.identity.epoch() else {
+            // The write pool reached a standby: a failover in progress.
+            return Err(Error::database_unavailable(2));
+        };
         let settled = horizon
             .settle(self.primary, top, replica.snapshot_wait)
             .await?;
@@ -313,11 +324,15 @@ impl Reads<'_> {
         // The standby settles its own horizon over what it replayed.
         // A standby cannot draw a transaction id, which the horizon's check
         // needs: then (or on any other failure there) the primary answers.
-        let Ok(from_replica) = snapshot::read(&replica.pool, &Horizon::new(), scope).await else {
+        let Ok(mut from_replica) = snapshot::read(&replica.pool, &Horizon::new(), scope).await
+        else {
             count("primary", "snapshot_failed");
             return snapshot::read(self.primary, horizon, scope).await;
         };
-        if from_replica.max_rev == top {
+        let same_history = from_replica.server.system_id == head.identity.system_id
+            && (from_replica.epoch.is_empty() || from_replica.epoch == epoch);
+        if from_replica.max_rev == top && same_history {
+            from_replica.epoch = epoch;
             count("replica", "in_use");
             return Ok(from_replica);
         }

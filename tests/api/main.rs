@@ -30,6 +30,7 @@ mod devdb;
 mod devices;
 mod errors;
 mod failover;
+mod feed_epoch;
 mod fiscal;
 mod fuzz_bodies;
 mod goods_received;

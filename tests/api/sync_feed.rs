@@ -487,9 +487,10 @@ async fn a_long_poll_that_ends_with_nothing_answers_an_empty_page_with_the_same_
         "answered after {took:?}"
     );
     assert!(took < Duration::from_secs(3), "answered after {took:?}");
+    let (_, snapshot) = app.get("/sync/snapshot", &cashier).await;
     assert_eq!(
         page,
-        json!({"changes": [], "max_rev": cursor, "has_more": false})
+        json!({"changes": [], "max_rev": cursor, "has_more": false, "epoch": snapshot["epoch"]})
     );
 }
 

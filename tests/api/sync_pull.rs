@@ -758,9 +758,13 @@ async fn an_abandoned_pull_never_holds_up_writers() {
     let wait = Duration::from_millis(200);
     let snap = tokio::time::timeout(wait, domain::sync::snapshot::read(pool, &horizon, None)).await;
     assert!(snap.is_err(), "the snapshot should still be waiting");
+    let cursor = domain::sync::snapshot::Cursor {
+        since: 0,
+        epoch: None,
+    };
     let feed = tokio::time::timeout(
         wait,
-        domain::sync::snapshot::feed(pool, &horizon, None, 0, 10, None),
+        domain::sync::snapshot::feed(pool, &horizon, None, cursor, 10, None),
     )
     .await;
     assert!(feed.is_err(), "the feed should still be waiting");

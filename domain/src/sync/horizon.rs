@@ -18,6 +18,11 @@
 //! the writes that were in flight, never the other way round, and between
 //! checks it holds no connection. One check at a time runs per process;
 //! other waiters wait for its news.
+//!
+//! What is settled holds for one history of the database (`epoch.rs`):
+//! every look reads the epoch with the revs, and a new one (a failover, a
+//! restore) starts the horizon again from nothing, since the new primary's
+//! sequence and transaction ids may be behind what this process saw.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -28,6 +33,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::db::{self, Pool};
+use crate::sync::epoch::{self, Identity};
 use crate::Result;
 
 /// First pause between two checks of a waiter, doubled up to `MAX_PAUSE`.
@@ -47,13 +53,35 @@ struct Sample {
 
 #[derive(Debug, Default)]
 struct State {
-    /// Every rev up to this is settled (only grows).
+    /// Every rev up to this is settled (only grows within one epoch).
     settled: i64,
     /// Samples not yet settled, in the order taken (`h0` and `xid` grow).
     pending: VecDeque<Sample>,
+    /// The epoch the above was learnt in (`None` until the first look at a
+    /// primary).
+    epoch: Option<String>,
 }
 
 impl State {
+    /// Takes note of the epoch a primary just named; true when it is not
+    /// the one known, and what was known is forgotten.
+    fn adopt(&mut self, epoch: &str) -> bool {
+        match self.epoch.as_deref() {
+            Some(known) if known == epoch => false,
+            None => {
+                self.epoch = Some(epoch.to_owned());
+                false
+            }
+            Some(_) => {
+                *self = State {
+                    epoch: Some(epoch.to_owned()),
+                    ..State::default()
+                };
+                true
+            }
+        }
+    }
+
     /// Settles the samples whose transaction-id bound `xmin` has reached.
     fn observe(&mut self, xmin: i64) -> bool {
         let before = self.settled;
@@ -106,10 +134,23 @@ impl Default for Horizon {
     }
 }
 
-/// What a check reads: the highest visible rev and the snapshot's `xmin`.
+/// What a look reads: the highest visible rev, the snapshot's `xmin`, the
+/// head of the rev sequence and the server's identity, in one statement.
 pub struct Seen {
     pub top: i64,
     pub xmin: i64,
+    /// The highest rev the sequence has handed out (committed or not): no
+    /// cursor of this epoch can be beyond it.
+    pub head: i64,
+    pub identity: Identity,
+}
+
+impl Seen {
+    /// The head of the feed: no cursor the server handed out in this epoch
+    /// is beyond it.
+    pub fn head(&self) -> i64 {
+        self.top.max(self.head)
+    }
 }
 
 impl Horizon {
@@ -125,6 +166,15 @@ impl Horizon {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic while holding this plain-data lock leaves valid data.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes note of the epoch a primary named: a new one forgets what was
+    /// settled (the new history's revs settle from nothing).
+    pub fn adopt(&self, epoch: &str) {
+        if self.lock().adopt(epoch) {
+            tracing::warn!(epoch, "the database's epoch changed (failover or restore): the feed's horizon starts again");
+            self.news.send_replace(0);
+        }
     }
 
     /// Records a snapshot's `xmin`: samples it reaches are settled.
@@ -143,11 +193,19 @@ impl Horizon {
     }
 
     /// The highest committed rev and the oldest running transaction, in one
-    /// read (the `xmin` is recorded).
+    /// read (the `xmin` and a primary's epoch are recorded).
     pub async fn look<C: GenericClient + Sync>(&self, c: &C) -> Result<i64> {
+        Ok(self.look_all(c).await?.top)
+    }
+
+    /// `look`, answering everything the statement read.
+    pub async fn look_all<C: GenericClient + Sync>(&self, c: &C) -> Result<Seen> {
         let seen = look(c).await?;
+        if let Some(epoch) = seen.identity.epoch() {
+            self.adopt(&epoch);
+        }
         self.observe(seen.xmin);
-        Ok(seen.top)
+        Ok(seen)
     }
 
     /// A settled horizon of at least `target`: waits while writes that drew
@@ -191,8 +249,7 @@ impl Horizon {
             self.push(s);
             self.observe(xmin);
         } else {
-            let seen = look(&client).await?;
-            self.observe(seen.xmin);
+            self.look_all(&client).await?;
         }
         Ok(())
     }
@@ -202,22 +259,27 @@ fn values() -> sea_query::Values {
     sea_query::Values(Vec::new())
 }
 
-/// The highest visible rev and the `xmin` of the same snapshot.
+/// The highest visible rev and the `xmin` of the same snapshot, the
+/// sequence's head and the server's identity.
 pub async fn look<C: GenericClient + Sync>(c: &C) -> Result<Seen> {
-    let rows = db::raw_all(
-        c,
+    let sql = format!(
         "SELECT coalesce(max(rev), 0)::bigint AS top,
-                pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin
+                pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
+                (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END
+                   FROM change_log_rev_seq) AS head,
+                {}
            FROM change_log",
-        values(),
-    )
-    .await?;
+        epoch::COLUMNS
+    );
+    let rows = db::raw_all(c, &sql, values()).await?;
     let row = rows
         .first()
         .ok_or_else(|| crate::Error::internal("no row from the change-log look"))?;
     Ok(Seen {
         top: row.get("top"),
         xmin: row.get("xmin"),
+        head: row.get("head"),
+        identity: Identity::from_row(row),
     })
 }
 
@@ -252,6 +314,21 @@ mod tests {
 
     fn s(h0: i64, xid: i64) -> Sample {
         Sample { h0, xid }
+    }
+
+    #[test]
+    fn a_new_epoch_forgets_what_was_settled() {
+        let mut st = State::default();
+        assert!(!st.adopt("1-1"));
+        st.push(s(10, 100));
+        st.observe(100);
+        st.push(s(20, 200));
+        assert!(!st.adopt("1-1"));
+        assert_eq!(st.settled, 10);
+        assert!(st.adopt("1-2"));
+        assert_eq!(st.settled, 0);
+        assert!(st.pending.is_empty());
+        assert_eq!(st.epoch.as_deref(), Some("1-2"));
     }
 
     #[test]

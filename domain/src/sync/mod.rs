@@ -3,12 +3,14 @@
 //! the settled `horizon`, kept `live` for long polls), the
 //! devices they register, pushed changes applied in order with one effect
 //! per mutation id (`push`, counted in `metrics`), and the conflicts a
-//! stale push leaves behind.
+//! stale push leaves behind; the `epoch` that tells a till its cursor
+//! belongs to a database history that is gone.
 
 pub mod changes;
 pub mod conflicts;
 pub mod devices;
 pub mod entities;
+pub mod epoch;
 pub mod horizon;
 pub mod live;
 pub mod metrics;

@@ -25,7 +25,9 @@ use uuid::Uuid;
 
 use crate::coupons::{self, Coupon};
 use crate::customers::{self, Customer};
+use crate::error::Code;
 use crate::stock::{self, Batch};
+use crate::sync::epoch::Identity;
 use crate::sync::horizon::Horizon;
 use crate::{db, wire, Error, Result};
 
@@ -66,6 +68,11 @@ pub struct SnapshotCategory {
 pub struct Snapshot {
     /// The pull cursor: pass it as `since` to `GET /sync/changes`.
     pub max_rev: i64,
+    /// The database history `max_rev` counts in: pass it as `epoch` to
+    /// `GET /sync/changes`. It changes after a failover or a restore; a
+    /// cursor of another epoch is answered 409 `resnapshot`.
+    #[schema(example = "7312345678901234567-3")]
+    pub epoch: String,
     #[schema(value_type = Vec<Branch>)]
     pub branches: Rows<Branch>,
     #[schema(value_type = Vec<MedicineSnapshot>)]
@@ -85,6 +92,10 @@ pub struct Snapshot {
     /// Every medicine's live packs (deactivated ones with `is_active` false).
     #[schema(value_type = Vec<Pack>)]
     pub medicine_packs: Rows<Pack>,
+    /// The server the arrays were read on (a standby names no timeline:
+    /// its reader fills `epoch` with the primary's).
+    #[serde(skip)]
+    pub server: Identity,
 }
 
 /// A snapshot array: the rows its transaction read, with the changes that
@@ -195,6 +206,11 @@ pub async fn read(pool: &Pool, horizon: &Horizon, scope: Scope) -> Result<Snapsh
     let top = horizon.look(&pool.get().await?).await?;
     let floor = horizon.settle(pool, top, SNAPSHOT_SETTLE_WAIT).await?;
     let (mut snapshot, seen) = read_in_one_transaction(pool, scope).await?;
+    if !snapshot.epoch.is_empty() {
+        // A failover since the first look starts the horizon again before
+        // it is trusted below.
+        horizon.adopt(&snapshot.epoch);
+    }
     let settled = horizon
         .settle(pool, snapshot.max_rev, SNAPSHOT_SETTLE_WAIT)
         .await?;
@@ -221,18 +237,20 @@ async fn read_in_one_transaction(pool: &Pool, scope: Scope) -> Result<(Snapshot,
         .read_only(true)
         .start()
         .await?;
-    // The first statement fixes the transaction's snapshot.
-    let first = db::raw_all(
-        &tx,
-        "SELECT coalesce(max(rev), 0)::bigint AS max_rev, pg_current_snapshot()::text AS seen
+    // The first statement fixes the transaction's snapshot, and names the
+    // server's history the revs belong to.
+    let sql = format!(
+        "SELECT coalesce(max(rev), 0)::bigint AS max_rev, pg_current_snapshot()::text AS seen,
+                {}
            FROM change_log",
-        sea_query::Values(Vec::new()),
-    )
-    .await?;
+        crate::sync::epoch::COLUMNS
+    );
+    let first = db::raw_all(&tx, &sql, sea_query::Values(Vec::new())).await?;
     let first = first
         .first()
         .ok_or_else(|| Error::internal("no row from the snapshot's first read"))?;
     let (max_rev, seen): (i64, String) = (first.get("max_rev"), first.get("seen"));
+    let server = Identity::from_row(first);
     // Sent together: the connection pipelines them, so the server runs the
     // next query while this side decodes the rows of the last.
     let (branches, medicines, suppliers, coupons, customers, users, batches, categories, packs) = futures_util::try_join!(
@@ -248,6 +266,7 @@ async fn read_in_one_transaction(pool: &Pool, scope: Scope) -> Result<(Snapshot,
     )?;
     let snapshot = Snapshot {
         max_rev,
+        epoch: server.epoch().unwrap_or_default(),
         branches: branches.into(),
         medicines: medicines.into(),
         suppliers: suppliers.into(),
@@ -257,6 +276,7 @@ async fn read_in_one_transaction(pool: &Pool, scope: Scope) -> Result<(Snapshot,
         batches: batches.into(),
         categories: categories.into(),
         medicine_packs: packs.into(),
+        server,
     };
     tx.commit().await?;
     Ok((snapshot, seen))
@@ -558,6 +578,9 @@ pub struct ChangeFeed {
     /// change returned.
     pub max_rev: i64,
     pub has_more: bool,
+    /// The database history `max_rev` counts in: pass it back as `epoch`.
+    #[schema(example = "7312345678901234567-3")]
+    pub epoch: String,
 }
 
 impl FeedChange {
@@ -575,13 +598,51 @@ impl FeedChange {
 
 impl ChangeFeed {
     /// No change: the cursor stays where it was.
-    pub fn nothing_since(since: i64) -> ChangeFeed {
+    pub fn nothing_since(since: i64, epoch: &str) -> ChangeFeed {
         ChangeFeed {
             changes: Vec::new(),
             max_rev: since,
             has_more: false,
+            epoch: epoch.to_owned(),
         }
     }
+}
+
+/// A till's cursor: `since` and, when it sends it, the epoch of the answer
+/// that gave it.
+#[derive(Debug, Clone, Copy)]
+pub struct Cursor<'a> {
+    pub since: i64,
+    pub epoch: Option<&'a str>,
+}
+
+/// 409 `resnapshot` unless the cursor belongs to the database's current
+/// history: its epoch (when sent) is the current one, and `since` is not
+/// beyond the head (no server of this history handed it out; it came from
+/// a history that was lost, or the till made it up).
+pub fn check_cursor(cursor: Cursor<'_>, epoch: &str, head: i64) -> Result<()> {
+    if let Some(theirs) = cursor.epoch.filter(|e| *e != epoch) {
+        return Err(Error::coded(
+            Code::Resnapshot,
+            Some("epoch"),
+            format!(
+                "The cursor belongs to another history of the database (epoch {theirs}, now {epoch}): \
+                 after a failover or a restore its revs may be renumbered. Take a fresh snapshot."
+            ),
+        ));
+    }
+    if cursor.since > head {
+        return Err(Error::coded(
+            Code::Resnapshot,
+            Some("since"),
+            format!(
+                "`since` ({}) is beyond the head of the change feed ({head}): the cursor came from \
+                 a database history that is gone (a failover or a restore). Take a fresh snapshot.",
+                cursor.since
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Changes with `since < rev <= horizon` the scope may see, in rev order,
@@ -589,24 +650,32 @@ impl ChangeFeed {
 /// highest rev committed when the read began (unless the writes in flight
 /// below it take longer than `FEED_SETTLE_WAIT`: then what is settled).
 /// With nothing committed past `since`, one round trip and no wait.
+///
+/// A cursor of another epoch, or beyond the head, is 409 `resnapshot`
+/// (`check_cursor`), never an empty page: the epoch is read in the same
+/// statement as the head, on the connection that reads the changes.
 pub async fn feed(
     pool: &Pool,
     horizon: &Horizon,
     scope: Scope,
-    since: i64,
+    cursor: Cursor<'_>,
     limit: i64,
     signer: Option<Signer>,
 ) -> Result<ChangeFeed> {
+    let since = cursor.since;
     let mut conn = pool.get().await?;
     // The caller's token check goes with the first look: one round trip.
-    let (checked, top) = futures_util::join!(
+    let (checked, seen) = futures_util::join!(
         sessions::check_signers(&conn, std::slice::from_ref(&signer)),
-        horizon.look(&conn)
+        horizon.look_all(&conn)
     );
     checked?.into_iter().try_for_each(|c| c)?;
-    let top = top?;
+    let seen = seen?;
+    let epoch = primary_epoch(&seen.identity)?;
+    check_cursor(cursor, &epoch, seen.head())?;
+    let top = seen.top;
     if top <= since {
-        return Ok(ChangeFeed::nothing_since(since));
+        return Ok(ChangeFeed::nothing_since(since, &epoch));
     }
     let mut settled = horizon.settled();
     if settled < top {
@@ -614,9 +683,14 @@ pub async fn feed(
         drop(conn);
         settled = horizon.settle(pool, top, FEED_SETTLE_WAIT).await?;
         if settled <= since {
-            return Ok(ChangeFeed::nothing_since(since));
+            return Ok(ChangeFeed::nothing_since(since, &epoch));
         }
         conn = pool.get().await?;
+        // Another connection: it must still reach the same history.
+        let again = horizon.look_all(&conn).await?;
+        if primary_epoch(&again.identity)? != epoch {
+            return Err(Error::database_unavailable(2));
+        }
     }
     // One more than asked tells whether more remain.
     let mut changes = change_rows(&conn, scope, since, settled, limit + 1).await?;
@@ -630,7 +704,14 @@ pub async fn feed(
         changes,
         max_rev,
         has_more,
+        epoch,
     })
+}
+
+/// The epoch of the server the feed reads, which must be a primary: the
+/// write pool reaching a standby is a failover in progress (503, retry).
+fn primary_epoch(server: &Identity) -> Result<String> {
+    server.epoch().ok_or_else(|| Error::database_unavailable(2))
 }
 
 async fn change_rows<C: GenericClient + Sync>(

@@ -11,7 +11,7 @@ use crate::auth::{Caller, Signed};
 use crate::http::extract::Query;
 use crate::state::AppState;
 use domain::error::Problem;
-use domain::sync::snapshot::{self, ChangeFeed, Scope, Snapshot};
+use domain::sync::snapshot::{self, ChangeFeed, Cursor, Scope, Snapshot};
 use domain::{Error, Result};
 
 /// Changes per page unless `limit` says otherwise, and the most it may say.
@@ -58,6 +58,11 @@ pub struct ChangesQuery {
     /// The cursor: `max_rev` of the snapshot or of the previous page (default 0).
     #[param(value_type = Option<i64>, minimum = 0)]
     pub since: Option<String>,
+    /// The `epoch` of the answer that gave `since` (snapshot or page). A
+    /// different one (the database failed over or was restored since) is
+    /// 409 `resnapshot`. Without it only a `since` beyond the feed's head
+    /// is told apart.
+    pub epoch: Option<String>,
     /// Changes per page: default 500, at most 5000.
     #[param(value_type = Option<i64>, minimum = 1, maximum = 5000)]
     pub limit: Option<String>,
@@ -83,6 +88,14 @@ impl ChangesQuery {
                 "`since` must be a whole number, 0 or more.",
             )),
         }
+    }
+
+    /// The epoch the till sent (an empty one counts as none).
+    fn epoch(&self) -> Option<&str> {
+        self.epoch
+            .as_deref()
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
     }
 
     fn wait(&self) -> Result<Duration> {
@@ -121,10 +134,18 @@ impl ChangesQuery {
 /// the request is held until a change the caller may see commits (in any
 /// server process) or `S` seconds pass (then `changes` is empty and `max_rev`
 /// is `since`).
+///
+/// Every answer names its `epoch`, the database history its revs count in.
+/// A cursor of another epoch (the database failed over or was restored), or
+/// a `since` beyond the feed's head, is 409 `resnapshot`: the till takes a
+/// fresh snapshot. Never an empty page: the revs it would skip may be
+/// reused. A long poll parked across a failover answers the same 409 if a
+/// change wakes it, else its empty page, and the next poll the 409.
 #[utoipa::path(tag = "sync", security(("bearer" = [])),
     params(ChangesQuery),
     responses((status = 200, body = ChangeFeed), (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`resnapshot`: the cursor is of another epoch or beyond the feed's head", body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
 #[get("/sync/changes")]
 pub async fn changes(
@@ -143,10 +164,17 @@ pub async fn changes(
     // the wait below.
     let mut tops = live.waiter(scope);
     let mut seen = tops.top();
-    let page = snapshot::feed(&state.pool, &live.horizon, scope, since, limit, signer).await?;
+    let cursor = Cursor {
+        since,
+        epoch: q.epoch(),
+    };
+    let page = snapshot::feed(&state.pool, &live.horizon, scope, cursor, limit, signer).await?;
     if !page.changes.is_empty() || wait.is_zero() {
         return Ok(HttpResponse::Ok().json(page));
     }
+    // Every later read must be of the history the first one read, whether
+    // or not the till named it.
+    let epoch = page.epoch;
     let deadline = tokio::time::Instant::now() + wait;
     let _parked = live.park()?;
     // Parked: no connection is held until a change of the scope commits.
@@ -162,12 +190,16 @@ pub async fn changes(
             continue;
         }
         seen = top;
-        let page = snapshot::feed(&state.pool, &live.horizon, scope, from, limit, signer).await?;
+        let cursor = Cursor {
+            since: from,
+            epoch: Some(&epoch),
+        };
+        let page = snapshot::feed(&state.pool, &live.horizon, scope, cursor, limit, signer).await?;
         if !page.changes.is_empty() {
             return Ok(HttpResponse::Ok().json(page));
         }
         // Nothing the caller may see up to there.
         from = from.max(page.max_rev);
     }
-    Ok(HttpResponse::Ok().json(ChangeFeed::nothing_since(since)))
+    Ok(HttpResponse::Ok().json(ChangeFeed::nothing_since(since, &epoch)))
 }

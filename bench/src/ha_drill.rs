@@ -90,6 +90,10 @@ pub struct DrillReport {
     pub requests: u64,
     pub acknowledged_sales: u64,
     pub acknowledged_payments: u64,
+    /// Sales a till pushed that its batch's answer accepted.
+    pub acknowledged_pushed: u64,
+    /// Pushed changes a batch's answer refused (none should be).
+    pub pushed_rejected: u64,
     /// Attempts answered 503, and how many of those lacked Retry-After.
     pub answered_503: u64,
     pub answered_503_without_retry_after: u64,
@@ -129,6 +133,8 @@ pub struct DrillReport {
 enum Kind {
     Sale,
     Payment,
+    /// A sale in a till's pushed batch, acknowledged by the batch's answer.
+    Pushed,
 }
 
 struct Ack {
@@ -155,6 +161,7 @@ struct ClientLog {
     other: BTreeMap<u16, u64>,
     samples: Vec<String>,
     unresolved: Vec<String>,
+    pushed_rejected: u64,
 }
 
 struct Shared {
@@ -353,6 +360,38 @@ fn leader_of(members: &str) -> Option<&str> {
     })
 }
 
+/// One or two stocked medicines, one unit each.
+fn drill_items(rng: &mut SmallRng, world: &World) -> Vec<Value> {
+    let choices = world.medicines.len() - 1;
+    let n = rng.gen_range(1..=2usize).min(choices);
+    sample(rng, choices, n)
+        .into_iter()
+        .map(|m| json!({"medicine_id": world.medicines[m + 1], "quantity": 1}))
+        .collect()
+}
+
+/// Every change a batch's answer accepted is acknowledged (the sale it
+/// made is named by its id); a refused one is counted and shown.
+fn acknowledge_push(log: &mut ClientLog, answer: &Value, branch: usize) {
+    for a in answer["accepted"].as_array().into_iter().flatten() {
+        log.acks.push(Ack {
+            kind: Kind::Pushed,
+            id: a["client_mutation_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            branch,
+            body: a.clone(),
+        });
+    }
+    for r in answer["rejected"].as_array().into_iter().flatten() {
+        log.pushed_rejected += 1;
+        if log.samples.len() < 3 {
+            log.samples.push(format!("pushed change refused: {r}"));
+        }
+    }
+}
+
 async fn client(i: usize, ctx: Arc<Shared>) -> Result<ClientLog> {
     let world = &ctx.world;
     let b = i % world.branches.len();
@@ -363,25 +402,43 @@ async fn client(i: usize, ctx: Arc<Shared>) -> Result<ClientLog> {
     while Instant::now() < ctx.load_end {
         seq += 1;
         let id = format!("{}-c{i}-{seq}", ctx.prefix);
-        let (kind, path, body) = if seq % 2 == 1 {
-            let choices = world.medicines.len() - 1;
-            let n = rng.gen_range(1..=2usize).min(choices);
-            let items: Vec<Value> = sample(&mut rng, choices, n)
-                .into_iter()
-                .map(|m| json!({"medicine_id": world.medicines[m + 1], "quantity": 1}))
-                .collect();
-            (
+        let (kind, path, body) = match seq % 3 {
+            1 => (
                 Kind::Sale,
                 "/sales".to_owned(),
-                json!({"items": items, "payment_method": "cash", "client_mutation_id": id}),
-            )
-        } else {
-            let customer = &world.customers[rng.gen_range(0..world.customers.len())];
-            (
-                Kind::Payment,
-                format!("/customers/{customer}/payments"),
-                json!({"amount": "1.00", "notes": "ha drill", "client_mutation_id": id}),
-            )
+                json!({"items": drill_items(&mut rng, world), "payment_method": "cash",
+                       "client_mutation_id": id}),
+            ),
+            2 => {
+                let customer = &world.customers[rng.gen_range(0..world.customers.len())];
+                (
+                    Kind::Payment,
+                    format!("/customers/{customer}/payments"),
+                    json!({"amount": "1.00", "notes": "ha drill", "client_mutation_id": id}),
+                )
+            }
+            _ => {
+                // A till's batch of three sales, each its own mutation id.
+                let device = world
+                    .devices
+                    .iter()
+                    .find(|(_, db)| *db == b)
+                    .map(|(d, _)| d.clone())
+                    .unwrap_or_default();
+                let changes: Vec<Value> = (0..3)
+                    .map(|k| {
+                        json!({"client_mutation_id": format!("{id}-{k}"), "entity": "sale",
+                               "op": "create",
+                               "payload": {"items": drill_items(&mut rng, world),
+                                           "payment_method": "cash"}})
+                    })
+                    .collect();
+                (
+                    Kind::Pushed,
+                    "/sync/push".to_owned(),
+                    json!({"device_id": device, "changes": changes}),
+                )
+            }
         };
         let body = serde_json::to_vec(&body)?;
         log.requests += 1;
@@ -415,12 +472,17 @@ async fn client(i: usize, ctx: Arc<Shared>) -> Result<ClientLog> {
                 accepted,
             });
             if accepted {
-                log.acks.push(Ack {
-                    kind,
-                    id: id.clone(),
-                    branch: b,
-                    body: serde_json::from_slice(&text).unwrap_or(Value::Null),
-                });
+                let answer: Value = serde_json::from_slice(&text).unwrap_or(Value::Null);
+                if matches!(kind, Kind::Pushed) {
+                    acknowledge_push(&mut log, &answer, b);
+                } else {
+                    log.acks.push(Ack {
+                        kind,
+                        id: id.clone(),
+                        branch: b,
+                        body: answer,
+                    });
+                }
                 break;
             }
             match status {
@@ -460,8 +522,10 @@ fn tally(report: &mut DrillReport, logs: &[ClientLog], fault_at: Instant, within
             match a.kind {
                 Kind::Sale => report.acknowledged_sales += 1,
                 Kind::Payment => report.acknowledged_payments += 1,
+                Kind::Pushed => report.acknowledged_pushed += 1,
             }
         }
+        report.pushed_rejected += log.pushed_rejected;
         report.answered_503 += log.s503;
         report.answered_503_without_retry_after += log.s503_bare;
         report.unanswered += log.unanswered;
@@ -510,6 +574,12 @@ fn tally(report: &mut DrillReport, logs: &[ClientLog], fault_at: Instant, within
             report.answered_503_without_retry_after
         ));
     }
+    if report.pushed_rejected > 0 {
+        report.failures.push(format!(
+            "{} pushed changes were refused",
+            report.pushed_rejected
+        ));
+    }
     if report.unresolved > 0 {
         report.failures.push(format!(
             "{} requests were never acknowledged",
@@ -553,6 +623,8 @@ async fn check(
         let (id_field, content_field) = match ack.kind {
             Kind::Sale => ("id", "total"),
             Kind::Payment => ("ledger_id", "amount_paid"),
+            // A push answer names the sale and its invoice, not its total.
+            Kind::Pushed => ("id", ""),
         };
         match held.get(&ack.id) {
             None => {
@@ -565,7 +637,8 @@ async fn check(
             }
             Some((_, id, content)) => {
                 if ack.body[id_field].as_str() != Some(id.as_str())
-                    || ack.body[content_field].as_str() != Some(content.as_str())
+                    || (!content_field.is_empty()
+                        && ack.body[content_field].as_str() != Some(content.as_str()))
                 {
                     report.content_mismatches += 1;
                     if report.failures.len() < 10 {
@@ -590,7 +663,7 @@ async fn check(
     let sales: Vec<(&Ack, String)> = logs
         .iter()
         .flat_map(|l| l.acks.iter())
-        .filter(|a| matches!(a.kind, Kind::Sale))
+        .filter(|a| matches!(a.kind, Kind::Sale | Kind::Pushed))
         .filter_map(|a| a.body["id"].as_str().map(|id| (a, id.to_owned())))
         .collect();
     let missing: usize = stream::iter(sales)
@@ -607,7 +680,7 @@ async fn check(
                 return 1;
             }
             let body: Value = res.json().await.unwrap_or(Value::Null);
-            usize::from(body["total"] != ack.body["total"])
+            usize::from(matches!(ack.kind, Kind::Sale) && body["total"] != ack.body["total"])
         })
         .buffer_unordered(16)
         .fold(0, |n, m| async move { n + m })
@@ -658,8 +731,13 @@ async fn check(
 
 pub fn print_report(r: &DrillReport) {
     println!(
-        "  leader {} -> {}; {} requests: {} sales and {} payments acknowledged",
-        r.leader_before, r.leader_after, r.requests, r.acknowledged_sales, r.acknowledged_payments
+        "  leader {} -> {}; {} requests: {} sales, {} payments and {} pushed sales acknowledged",
+        r.leader_before,
+        r.leader_after,
+        r.requests,
+        r.acknowledged_sales,
+        r.acknowledged_payments,
+        r.acknowledged_pushed
     );
     println!(
         "  without writes {} ms (writes back {} ms after the fault); 503 answers {}, unanswered attempts {}, other {:?}",
@@ -690,7 +768,7 @@ pub fn print_table(reports: &[DrillReport]) {
         println!(
             "| {} | {} | {:.1} s | {:.1} s | {} | {} | {} | {} | {} | {} |",
             r.drill,
-            r.acknowledged_sales + r.acknowledged_payments,
+            r.acknowledged_sales + r.acknowledged_payments + r.acknowledged_pushed,
             r.ms_without_writes as f64 / 1000.0,
             r.writes_back_after_ms as f64 / 1000.0,
             r.answered_503,

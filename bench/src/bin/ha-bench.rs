@@ -193,8 +193,9 @@ async fn drive(
         branches: cli.branches.max(1),
         customers: 16,
         stocked: 7,
-        devices: 0,
-        device_branches: 1,
+        // One till per branch, pushing batches beside the REST clients.
+        devices: cli.branches.max(1),
+        device_branches: cli.branches.max(1),
         units: 1_000_000,
         catalogue: 0,
     };

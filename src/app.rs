@@ -18,6 +18,7 @@ use domain::customers::PaymentDesk;
 use domain::db::Pool;
 use domain::sales::desk::SaleDesk;
 use domain::sync::live::Live;
+use domain::sync::push::PushDesk;
 use domain::Registry;
 
 /// A started server and the actor registry it feeds.
@@ -58,6 +59,7 @@ pub fn start(config: Config, pool: Pool, listener: TcpListener) -> std::io::Resu
         actors: registry.clone(),
         sales: Arc::new(SaleDesk::new(config.actors.sale_batch_max)),
         payments: Arc::new(PaymentDesk::new(config.actors.sale_batch_max)),
+        pushes: Arc::new(PushDesk::new(config.actors.push_runs_max)),
         tokens: TokenKeys::new(&config.auth),
         config: Arc::new(config),
     });

@@ -253,6 +253,10 @@ pub struct ActorsConfig {
     pub arbiters: usize,
     /// Most REST sales of one branch made in one transaction (1 = no batching).
     pub sale_batch_max: usize,
+    /// Most tills' runs of pushed sales of one branch made in one
+    /// transaction (1 = each till's run alone).
+    #[serde(default = "default_push_runs_max")]
+    pub push_runs_max: usize,
     /// How often each process reloads the per-branch overrides stored in
     /// the database (`PUT /ops/actors/branches/{id}`), in ms.
     #[serde(default = "default_overrides_reload_ms")]
@@ -262,6 +266,10 @@ pub struct ActorsConfig {
     /// override stored in the database wins over these, field by field.
     #[serde(default)]
     pub branches: BTreeMap<String, BranchActorsConfig>,
+}
+
+fn default_push_runs_max() -> usize {
+    domain::sync::push::RUNS_PER_COMMIT
 }
 
 fn default_overrides_reload_ms() -> u64 {

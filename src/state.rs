@@ -8,6 +8,7 @@ use domain::customers::PaymentDesk;
 use domain::db::Pool;
 use domain::sales::desk::SaleDesk;
 use domain::sync::live::Live;
+use domain::sync::push::PushDesk;
 use domain::Registry;
 
 use crate::auth::tokens::TokenKeys;
@@ -23,6 +24,9 @@ pub struct AppState {
     pub sales: Arc<SaleDesk>,
     /// Where customer payments go (group commit per branch, like sales).
     pub payments: Arc<PaymentDesk>,
+    /// Where devices' push batches hand their runs of sales (group commit
+    /// per branch, across the branch's tills).
+    pub pushes: Arc<PushDesk>,
     pub config: Arc<Config>,
     pub tokens: TokenKeys,
     /// The change feed's settled horizon and long-poll wake-ups.

@@ -957,14 +957,16 @@ async fn scenario(
             format!("{} ({:.0} sales/s)", pct(r), main.per_sec),
         )),
         "push" => {
+            // Issue 33: a branch's tills share commits, so a commit
+            // carries more changes than a pgbench transaction.
             targets.push(check(
-                ">= 10,000 changes/s",
-                main.units_per_sec >= 10_000.0,
-                format!("{:.0} changes/s", main.units_per_sec),
+                ">= 1.5 x pgbench -N TPS in changes/s",
+                r >= 1.5,
+                format!("{:.2} x ({:.0} changes/s)", r, main.units_per_sec),
             ));
             targets.push(check(
-                "batch p99 < 150 ms",
-                main.p99_ms < 150.0,
+                "batch p99 < 500 ms",
+                main.p99_ms < 500.0,
                 format!("{:.1} ms", main.p99_ms),
             ));
         }

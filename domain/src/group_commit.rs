@@ -202,11 +202,44 @@ impl<G: Group> Desk<G> {
         branch_id: Uuid,
         request: G::Request,
     ) -> Result<G::Output> {
+        self.enqueue(registry, branch_id, request, Admission::Refuse)
+            .await
+    }
+
+    /// Like `submit`, but never refused for a full queue or mailbox: it
+    /// waits for its turn. For work admitted elsewhere that must not stop
+    /// halfway: a device's push batch, whose runs of sales are applied in
+    /// order. Such work is bounded by its own admission (one batch at a
+    /// time per device, each device's mailbox bounded).
+    pub async fn submit_queued(
+        &self,
+        registry: &Registry,
+        branch_id: Uuid,
+        request: G::Request,
+    ) -> Result<G::Output> {
+        self.enqueue(registry, branch_id, request, Admission::Wait)
+            .await
+    }
+
+    async fn enqueue(
+        &self,
+        registry: &Registry,
+        branch_id: Uuid,
+        request: G::Request,
+        admission: Admission,
+    ) -> Result<G::Output> {
         let max_batch = self.batch_max(registry, branch_id);
         if max_batch == 1 {
-            return registry.branch(branch_id, Alone::<G>(request)).await;
+            let alone = Alone::<G>(request);
+            return match admission {
+                Admission::Refuse => registry.branch(branch_id, alone).await,
+                Admission::Wait => registry.branch_queued(branch_id, alone).await,
+            };
         }
-        let max_waiting = registry.capacity(Kind::Branch, branch_id);
+        let max_waiting = match admission {
+            Admission::Refuse => registry.capacity(Kind::Branch, branch_id),
+            Admission::Wait => usize::MAX,
+        };
         let queue = self.queue(registry, branch_id);
         let ticket = self.tickets.fetch_add(1, Ordering::Relaxed);
         let (reply, answer) = oneshot::channel();
@@ -239,7 +272,11 @@ impl<G: Group> Desk<G> {
                     queue: queue.clone(),
                     max: max_batch,
                 };
-                if let Err(refused) = registry.branch(branch_id, drain).await {
+                let sent = match admission {
+                    Admission::Refuse => registry.branch(branch_id, drain).await,
+                    Admission::Wait => registry.branch_queued(branch_id, drain).await,
+                };
+                if let Err(refused) = sent {
                     queue.drain_done();
                     if queue.withdraw(ticket) {
                         return Err(refused);
@@ -254,6 +291,15 @@ impl<G: Group> Desk<G> {
             }
         }
     }
+}
+
+/// What a request finds when its branch's queue or mailbox is full.
+#[derive(Clone, Copy)]
+enum Admission {
+    /// A refusal (503) at once.
+    Refuse,
+    /// Its turn, however long.
+    Wait,
 }
 
 /// Takes what is waiting in the queue and makes it.

@@ -54,6 +54,7 @@ mod printing;
 mod problem_codes;
 mod purchase_orders;
 mod purchases;
+mod push_groups;
 mod read_replica;
 mod receiving_packs;
 mod report_summaries;

@@ -79,6 +79,7 @@ pub async fn push(
         },
         changes,
         actors: state.actors.clone(),
+        desk: state.pushes.clone(),
         span,
     };
     let outcome = state.actors.device(device.id, batch).await?;

@@ -1,184 +1,21 @@
-//! Applying a pushed change: its effect inside a savepoint, sales through the
-//! branch actor (a run of them in one shared transaction, falling back to one
-//! transaction each), updates judged for conflicts.
+//! Applying a pushed change on its own: its effect inside a savepoint,
+//! updates judged for conflicts. Runs of pushed sales are `runs`'.
 
 use deadpool_postgres::GenericClient;
 use serde_json::Value as Json;
-use tracing::Instrument;
 use uuid::Uuid;
 
 use super::answer::{AcceptedChange, Answer};
-use super::ledger::{
-    claim, claim_all, rejected, rejection, rejects, repeat_of, store_answer, store_answers,
-    Answered, Claim,
-};
+use super::ledger::{claim, rejected, rejection, rejects, store_answer, Answered};
 use super::parse::{base_rev, new_sale, optional_id, required_id, Change};
 use super::Pusher;
 use crate::db::{Pool, Tx};
 use crate::error::{Code, Error, Result};
-use crate::group_commit::{self, Group};
 use crate::role::Action;
-use crate::sales::{NewSale, Sale};
+use crate::sales::Sale;
 use crate::sync::conflicts::{self, NewConflict, Origin};
 use crate::sync::entities::{same, Entity};
 use crate::sync::metrics::SYNC_CHANGES;
-use actors::runtime::Command;
-
-/// Consecutive sales of one batch, applied in order on the branch actor.
-pub(super) struct ApplySales {
-    pub(super) pusher: Pusher,
-    pub(super) changes: Vec<Change>,
-    pub(super) span: tracing::Span,
-}
-
-impl Command for ApplySales {
-    type Error = crate::Error;
-    type Output = Vec<Answer>;
-    const NAME: &'static str = "push_sales";
-
-    async fn run(self, pool: Pool) -> Result<Vec<Answer>> {
-        let ApplySales {
-            pusher,
-            changes,
-            span,
-        } = self;
-        let run: Vec<PushedSale> = changes
-            .into_iter()
-            .map(|change| PushedSale {
-                pusher: pusher.clone(),
-                change,
-            })
-            .collect();
-        // The one group-with-fallback routine of the service: together in
-        // one transaction, else one transaction per change, stopping at the
-        // first fault as a batch always has (what did commit replays).
-        group_commit::with_fallback::<PushedSales>(&pool, &run)
-            .instrument(span)
-            .await
-            .into_iter()
-            .collect()
-    }
-}
-
-/// One pushed sale, with who pushed it.
-#[derive(Clone)]
-pub(super) struct PushedSale {
-    pusher: Pusher,
-    change: Change,
-}
-
-/// A run of a batch's consecutive sales, grouped as `group_commit` groups
-/// a branch's REST sales.
-pub(super) struct PushedSales;
-
-impl Group for PushedSales {
-    type Request = PushedSale;
-    type Output = Answer;
-    const NAME: &'static str = "push_sales";
-    const LABEL: &'static str = "push";
-    const STOP_AT_FIRST_ERROR: bool = true;
-
-    async fn together(pool: &Pool, run: &[PushedSale]) -> Result<Vec<Result<Answer>>> {
-        let Some(first) = run.first() else {
-            return Ok(Vec::new());
-        };
-        let changes: Vec<Change> = run.iter().map(|s| s.change.clone()).collect();
-        let answers = in_one_transaction(pool, &first.pusher, &changes).await?;
-        Ok(answers.into_iter().map(Ok).collect())
-    }
-
-    async fn alone(pool: &Pool, sale: PushedSale) -> Result<Answer> {
-        apply_change(pool, &sale.pusher, sale.change).await
-    }
-}
-
-/// The run's sales in one transaction, in a constant number of round
-/// trips: every mutation id claimed (and every replay read) in one
-/// pipelined round trip, the new sales made by the group writer
-/// (`sales::make_all`, the path of `POST /sales`), and every answer stored
-/// in one statement. Counted and logged only once the commit stands; a
-/// fault returns before that and nothing of the run is applied.
-pub(super) async fn in_one_transaction(
-    pool: &Pool,
-    pusher: &Pusher,
-    changes: &[Change],
-) -> Result<Vec<Answer>> {
-    let client = pool.get().await?;
-    // BEGIN goes out with the claims.
-    let mut tx = Tx::begin(&client);
-    let claimed = claim_all(&*tx, pusher.device_id, changes).await?;
-    let mut answered: Vec<Option<Answered>> = Vec::with_capacity(changes.len());
-    let mut fresh = Vec::new();
-    let mut fresh_at = Vec::new();
-    let mut repeats = Vec::new();
-    for (k, (change, claim)) in changes.iter().zip(claimed).enumerate() {
-        match claim {
-            Claim::Stored(stored) => answered.push(Some(stored)),
-            Claim::Repeat(first) => {
-                repeats.push((k, first));
-                answered.push(None);
-            }
-            Claim::New => {
-                let cmid = change.client_mutation_id.as_str();
-                match new_sale(pusher, cmid, &change.payload) {
-                    Ok(sale) => {
-                        fresh.push(sale);
-                        fresh_at.push(k);
-                        answered.push(None);
-                    }
-                    Err(e) => answered.push(Some(sale_answer(cmid, Err(e)))),
-                }
-            }
-        }
-    }
-    let refs: Vec<&NewSale> = fresh.iter().collect();
-    let made = crate::sales::make_all(&mut tx, &refs).await?;
-    for (k, outcome) in fresh_at.into_iter().zip(made) {
-        if let (Some(slot), Some(change)) = (answered.get_mut(k), changes.get(k)) {
-            let cmid = change.client_mutation_id.as_str();
-            *slot = Some(sale_answer(cmid, outcome));
-        }
-    }
-    // Repeats after their firsts: a repeat never comes before its first.
-    for (k, first) in repeats {
-        let repeat = match (answered.get(first), changes.get(first), changes.get(k)) {
-            (Some(Some(a)), Some(first_change), Some(change)) => repeat_of(a, first_change, change),
-            _ => return Err(Error::internal("a repeated mutation id lost its first")),
-        };
-        if let Some(slot) = answered.get_mut(k) {
-            *slot = Some(repeat);
-        }
-    }
-    let answered: Vec<Answered> = answered
-        .into_iter()
-        .map(|a| a.ok_or_else(|| Error::internal("a pushed sale went unanswered")))
-        .collect::<Result<_>>()?;
-    store_answers(&*tx, pusher.device_id, changes, &answered).await?;
-    tx.commit().await?;
-    Ok(changes
-        .iter()
-        .zip(answered)
-        .map(|(change, a)| a.report(change))
-        .collect())
-}
-
-/// The first answer of a pushed sale: accepted with its figures, or
-/// rejected as its refusal would be over REST.
-fn sale_answer(cmid: &str, made: Result<Sale>) -> Answered {
-    let answer = match made {
-        Ok(sale) => Answer::Accepted(AcceptedChange {
-            client_mutation_id: cmid.to_owned(),
-            icv: Some(sale.icv),
-            id: sale.id.to_string(),
-            invoice_number: Some(sale.invoice_number),
-        }),
-        Err(e) => Answer::Rejected(rejection(cmid, &e)),
-    };
-    Answered {
-        answer,
-        replay: None,
-    }
-}
 
 /// What a change did, before it is written down as the answer.
 pub(super) enum Verdict {

@@ -6,10 +6,12 @@
 //! a rejected change leaves nothing and never sinks the rest of the batch.
 //! Sales go to the branch's actor and through the same code as `POST
 //! /sales`; consecutive sales of a batch (up to `SALES_PER_COMMIT`) travel
-//! there as one message and share one transaction and one commit. Other
-//! changes run on the device's actor, one transaction each. A fault in a
-//! shared transaction rolls it all back and its sales are applied again one
-//! transaction each, stopping at the first fault.
+//! there as one run through the branch's push desk, and the runs several
+//! tills of the branch queued meanwhile share one transaction and one
+//! commit (`runs`). Other changes run on the device's actor, one
+//! transaction each. A fault in a shared transaction rolls it all back and
+//! each run is applied again alone: together, else one transaction per
+//! sale, stopping at the first fault.
 //!
 //! One effect per `(device_id, client_mutation_id)`, kept forever: a change
 //! first claims its key in `push_mutations` (a second server process pushing
@@ -17,15 +19,17 @@
 //! answer is stored in the same commit. A replay reads that answer back
 //! verbatim, whether it was an acceptance or a rejection. The answers a
 //! batch's keys already have are read in one statement before anything runs:
-//! those replays are answered from them, with no transaction and no trip to
-//! the branch's actor.
+//! those replays are answered from them, with no transaction and no place
+//! in the branch's queue: a batch whose every mutation id is known is
+//! answered with that one read.
 //!
 //! Where things are: `parse` (a change's shape and payload fields),
 //! `answer` (the typed answers, as served, stored and replayed), `ledger`
 //! (claiming a mutation id, storing and replaying answers, on the shared
-//! key, digest and mismatch rule of `crate::idempotency`), `apply` (the
-//! effects, sales runs and their fallback), and here the device actor's
-//! batch command.
+//! key, digest and mismatch rule of `crate::idempotency`), `apply` (a
+//! change's effect on its own), `runs` (runs of sales, grouped across the
+//! branch's tills, and their fallback), and here the device actor's batch
+//! command.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -44,12 +48,14 @@ mod answer;
 mod apply;
 mod ledger;
 mod parse;
+mod runs;
 
 pub use answer::{AcceptedChange, Answer, PushAnswer, RejectedChange};
-use apply::{apply_change, ApplySales};
+use apply::apply_change;
 use ledger::stored_answers;
 use parse::is_sale;
 pub use parse::{Change, PushChange, PushRequest, MAX_NAME_CHARS};
+pub use runs::{PushDesk, PushRun, PushRuns};
 
 /// Most changes one push may carry.
 pub const MAX_CHANGES: usize = 500;
@@ -58,6 +64,12 @@ pub const MAX_CHANGES: usize = 500;
 /// one commit: enough to amortise the hop and the WAL flush, few enough that
 /// the branch's other work does not wait long behind one batch.
 pub const SALES_PER_COMMIT: usize = 50;
+
+/// Most devices' runs of sales one commit makes, unless the branch's
+/// `sale_batch_max` override says otherwise: a branch has a few tills, each
+/// with at most one run queued, so this bounds a commit at a few hundred
+/// sales.
+pub const RUNS_PER_COMMIT: usize = 8;
 
 /// Who pushes, for which device, and where its sales land.
 #[derive(Debug, Clone)]
@@ -75,6 +87,8 @@ pub struct PushBatch {
     pub pusher: Pusher,
     pub changes: Vec<Change>,
     pub actors: Arc<Registry>,
+    /// Where its runs of sales meet the other tills' of the branch.
+    pub desk: Arc<PushDesk>,
     pub span: tracing::Span,
 }
 
@@ -142,15 +156,17 @@ impl PushBatch {
                 }
             }
             // Sales run on the branch's actor: stock, counter and balances of
-            // a branch change one at a time.
-            let job = ApplySales {
+            // a branch change one at a time. The run waits for its turn
+            // rather than being refused, so a batch never stops halfway
+            // for a busy branch.
+            let run = PushRun {
                 pusher: self.pusher.clone(),
                 changes: run,
                 span: tracing::Span::current(),
             };
             for answer in self
-                .actors
-                .branch_queued(self.pusher.branch_id, job)
+                .desk
+                .submit_queued(&self.actors, self.pusher.branch_id, run)
                 .await?
             {
                 outcome.add(answer);

@@ -19,6 +19,7 @@ pub mod books;
 pub mod buying;
 pub mod catalogue;
 pub mod charts;
+pub mod counter;
 pub mod customers;
 pub mod dashboard;
 pub mod fiscal;
@@ -92,6 +93,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(dashboard::configure)
             .configure(reports::configure)
             .configure(catalogue::configure)
+            .configure(counter::configure)
             .configure(sales::configure)
             .configure(stock::configure)
             .configure(buying::configure)
@@ -351,8 +353,9 @@ impl Chrome {
     /// The menu for `staff`, with `current` (an href) marked.
     pub fn new(staff: &Staff, current: &str) -> Chrome {
         let role = staff.role();
-        let all: [(&'static str, &'static str, Option<Action>); 17] = [
+        let all: [(&'static str, &'static str, Option<Action>); 18] = [
             ("/console/dashboard", "Dashboard", None),
+            ("/console/counter", "Counter", Some(Action::Sell)),
             ("/console/medicines", "Catalogue", None),
             ("/console/sales", "Sales", None),
             ("/console/stock", "Stock", None),

@@ -26,7 +26,7 @@ use super::{
 use crate::state::AppState;
 use domain::cash_sessions::{self, OpenSession};
 use domain::input::path_id;
-use domain::medicines;
+use domain::medicines::{self, MedicineView};
 use domain::packs;
 use domain::paging::Page;
 use domain::printing::receipt::{self, Receipt};
@@ -152,7 +152,7 @@ fn line_id(raw: &str, field: &str) -> Result<Uuid, Error> {
 
 /// Whether the scan box holds a scanner's code rather than words (as the
 /// catalogue's search tells them apart).
-fn looks_scanned(text: &str) -> bool {
+pub fn looks_scanned(text: &str) -> bool {
     text.starts_with(']')
         || text.starts_with("(01)")
         || text.contains('\u{1d}')
@@ -367,6 +367,56 @@ async fn counter_page(
     show(&state, &staff, &form, Vec::new(), notice, StatusCode::OK).await
 }
 
+/// What a scan box's text names.
+pub enum Found {
+    /// A scanner's code, read as a sale line's `scan` is.
+    Scanned(scan::Named),
+    /// Words matching one medicine.
+    One(MedicineView),
+    /// Words matching several (at most `CHOICES`).
+    Many(Vec<MedicineView>),
+}
+
+/// Reads a scan box: a code when it looks like one (digits alone that
+/// name nothing are searched as words), otherwise words searching the
+/// branch's catalogue; nothing found is a refusal naming `field`.
+pub async fn lookup<C: deadpool_postgres::GenericClient + Sync>(
+    client: &C,
+    text: &str,
+    branch_id: Uuid,
+    field: &str,
+) -> Result<Found, Error> {
+    if looks_scanned(text) {
+        match scan::name(client, text, field).await {
+            Ok(named) => return Ok(Found::Scanned(named)),
+            Err(_) if text.bytes().all(|b| b.is_ascii_digit()) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let filter = medicines::ListFilter {
+        search: Some(text.to_owned()),
+        category: None,
+        branch_id: Some(branch_id),
+    };
+    let (mut found, _) = medicines::list(
+        client,
+        &filter,
+        Page {
+            page: 1,
+            page_size: CHOICES,
+        },
+    )
+    .await?;
+    match found.len() {
+        0 => Err(Error::validation(
+            field,
+            format!("Nothing in the catalogue matches {text}."),
+        )),
+        1 => Ok(Found::One(found.remove(0).view())),
+        _ => Ok(Found::Many(found.iter().map(|m| m.view()).collect())),
+    }
+}
+
 /// The scan box's code or words, read: the line to add, or the medicines
 /// the words found to choose from.
 async fn add(
@@ -383,71 +433,36 @@ async fn add(
         q => q.to_owned(),
     };
     let client = state.pool.get().await?;
-    if looks_scanned(&text) {
-        match scan::name(&client, &text, "code").await {
-            Ok(named) => {
-                let line = SentLine {
-                    medicine_id: named.medicine_id.to_string(),
-                    pack_id: named.pack_id.map(|p| p.to_string()).unwrap_or_default(),
-                    scan: text.clone(),
-                    quantity: quantity.clone(),
-                };
-                // The same code again (no serial: one of many alike) is one
-                // more of the line it made.
-                let same = form.lines.iter_mut().find(|l| {
-                    named.serial.is_none()
-                        && l.scan == line.scan
-                        && l.medicine_id == line.medicine_id
-                });
-                match same {
-                    Some(l) => {
-                        let had = l.quantity.trim().parse::<Decimal>().unwrap_or_default();
-                        let more = quantity.parse::<Decimal>().unwrap_or(Decimal::ONE);
-                        l.quantity = (had + more).to_string();
-                    }
-                    None => form.lines.push(line),
-                }
-                form.code.clear();
-                form.quantity.clear();
-                return Ok(Vec::new());
-            }
-            // Digits alone may still be part of a name: words decide.
-            Err(_) if text.bytes().all(|b| b.is_ascii_digit()) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    let filter = medicines::ListFilter {
-        search: Some(text.clone()),
-        category: None,
-        branch_id: Some(branch_id),
-    };
-    let (found, _) = medicines::list(
-        &client,
-        &filter,
-        Page {
-            page: 1,
-            page_size: CHOICES,
-        },
-    )
-    .await?;
-    match found.as_slice() {
-        [] => Err(Error::validation(
-            "code",
-            format!("Nothing in the catalogue matches {text}."),
-        )),
-        [one] => {
-            form.lines.push(SentLine {
-                medicine_id: one.view().id.to_string(),
-                quantity,
-                ..SentLine::default()
+    let mut offers = Vec::new();
+    match lookup(&client, &text, branch_id, "code").await? {
+        Found::Scanned(named) => {
+            let line = SentLine {
+                medicine_id: named.medicine_id.to_string(),
+                pack_id: named.pack_id.map(|p| p.to_string()).unwrap_or_default(),
+                scan: text.clone(),
+                quantity: quantity.clone(),
+            };
+            // The same code again (no serial: one of many alike) is one
+            // more of the line it made.
+            let same = form.lines.iter_mut().find(|l| {
+                named.serial.is_none() && l.scan == line.scan && l.medicine_id == line.medicine_id
             });
-            form.code.clear();
-            form.quantity.clear();
-            Ok(Vec::new())
+            match same {
+                Some(l) => {
+                    let had = l.quantity.trim().parse::<Decimal>().unwrap_or_default();
+                    let more = quantity.parse::<Decimal>().unwrap_or(Decimal::ONE);
+                    l.quantity = (had + more).to_string();
+                }
+                None => form.lines.push(line),
+            }
         }
-        many => {
-            let mut offers = Vec::new();
-            for m in many.iter().map(|m| m.view()) {
+        Found::One(m) => form.lines.push(SentLine {
+            medicine_id: m.id.to_string(),
+            quantity,
+            ..SentLine::default()
+        }),
+        Found::Many(many) => {
+            for m in many {
                 offers.push(Offer {
                     value: format!("pick:{}:", m.id),
                     label: format!(
@@ -466,9 +481,12 @@ async fn add(
                     }
                 }
             }
-            Ok(offers)
+            return Ok(offers);
         }
     }
+    form.code.clear();
+    form.quantity.clear();
+    Ok(offers)
 }
 
 /// One post of the counter form: add a line (the scan box, or a medicine

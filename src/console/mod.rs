@@ -20,6 +20,7 @@ pub mod buying;
 pub mod catalogue;
 pub mod charts;
 pub mod counter;
+pub mod counts;
 pub mod customers;
 pub mod dashboard;
 pub mod fiscal;
@@ -33,6 +34,7 @@ pub mod settings;
 pub mod stock;
 pub mod sync;
 pub mod table;
+pub mod transfers;
 
 use actix_web::http::{header, StatusCode};
 use actix_web::middleware::DefaultHeaders;
@@ -95,7 +97,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(catalogue::configure)
             .configure(counter::configure)
             .configure(sales::configure)
+            .configure(counts::configure)
             .configure(stock::configure)
+            .configure(transfers::configure)
             .configure(buying::configure)
             .configure(fiscal::configure)
             .configure(customers::configure)

@@ -70,6 +70,8 @@ struct StockPage {
     /// This list's address, for the forms to come back to.
     back: String,
     can_quarantine: bool,
+    can_count: bool,
+    can_see_transfers: bool,
     can_write_off: bool,
     reasons: Vec<Choice>,
     witnesses: Vec<Choice>,
@@ -224,6 +226,8 @@ async fn show_stock(
             back: format!("{base}page={}", page.page),
             pager: Pager::new(&base, page, total),
             can_quarantine: Action::QuarantineBatches.permits(staff.role()),
+            can_count: Action::SubmitStockCount.permits(staff.role()),
+            can_see_transfers: Action::ReadTransfers.permits(staff.role()),
             can_write_off: Action::WriteOffStock.permits(staff.role()) && branch_id.is_some(),
             reasons,
             witnesses,

@@ -21,6 +21,7 @@ mod compliance;
 mod console;
 mod console_browser;
 mod console_counter;
+mod console_stock_moves;
 mod console_daily;
 mod coupons;
 mod currency;

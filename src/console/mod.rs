@@ -32,6 +32,7 @@ pub mod sales;
 pub mod session;
 pub mod settings;
 pub mod stock;
+pub mod suppliers;
 pub mod sync;
 pub mod table;
 pub mod transfers;
@@ -101,6 +102,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(stock::configure)
             .configure(transfers::configure)
             .configure(buying::configure)
+            .configure(suppliers::configure)
             .configure(fiscal::configure)
             .configure(customers::configure)
             .configure(books::configure)

@@ -22,6 +22,7 @@ mod console;
 mod console_browser;
 mod console_counter;
 mod console_stock_moves;
+mod console_suppliers;
 mod console_daily;
 mod coupons;
 mod currency;

@@ -1,0 +1,98 @@
+//! Suppliers in the console: the directory, a supplier's orders, receipts,
+//! invoices and balance, an invoice on hold shown with the difference that
+//! holds it, released and paid on screen as the API then reads, and none
+//! of it for a cashier, even by address.
+
+use reqwest::header::LOCATION;
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::common::{Role, TestApp};
+use crate::console::{text_of, Console};
+
+fn in_a_year() -> String {
+    (chrono::Utc::now().date_naive() + chrono::Duration::days(365)).to_string()
+}
+
+#[tokio::test]
+async fn an_invoice_on_hold_is_shown_released_and_paid_on_screen() {
+    let app = TestApp::spawn().await;
+    let a = app.branch("KLA").await;
+    let (_, admin) = app.signed_in(a, Role::Admin).await;
+    let (_, clerk) = app.signed_in(a, Role::InventoryManager).await;
+    let supplier = app.supplier("Quality Chemicals").await;
+    let m = app
+        .medicine(&admin, json!({"name": "Amoxicillin 500mg", "selling_price": 3}))
+        .await;
+    let body = json!({"supplier_id": supplier, "delivery_reference": "DN-77",
+        "lines": [{"medicine_id": m["id"], "batch_number": "B-1",
+                   "expiry_date": in_a_year(), "quantity_received": 10, "unit_cost": "2.00"}]});
+    let (status, note) = app.post("/goods-received", &clerk, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{note}");
+    let path = format!("/goods-received/{}/post", note["id"].as_str().unwrap());
+    let (status, note) = app.post(&path, &clerk, json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{note}");
+    // Billed 5 % over the receipt's price: on hold.
+    let body = json!({"supplier_id": supplier, "total_amount": "10.50", "invoice_no": "INV-9",
+        "lines": [{"goods_received_line_id": note["lines"][0]["id"], "quantity": 5, "unit_cost": "2.10"}]});
+    let (status, inv) = app.post("/supplier-finance/invoices", &clerk, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{inv}");
+    assert_eq!(inv["match_status"], "on_hold");
+    let inv_id = inv["id"].as_str().unwrap().to_owned();
+
+    let (_, manager) = Console::of(&app, a, Role::BranchManager).await;
+    let (status, html, _) = manager.get("/console/purchase-orders").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains(r#"href="/console/suppliers""#));
+    let (status, html, _) = manager.get("/console/suppliers?search=quality").await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    assert!(html.contains(&format!(r#"href="/console/suppliers/{supplier}""#)));
+    let page = format!("/console/suppliers/{supplier}");
+    let (status, html, _) = manager.get(&page).await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    assert_eq!(text_of(&html, &format!("match-{inv_id}")).unwrap(), "on hold");
+    assert!(html.contains(r#"<tr class="highlight"><td>"#), "{html}");
+    assert!(html.contains("0.10 (5"), "{html}");
+    assert!(html.contains("DN-77"));
+    assert_eq!(text_of(&html, "supplier-balance").unwrap(), "10.50");
+
+    // Paid while on hold: refused in words beside the invoice.
+    let pay = format!("/console/supplier-invoices/{inv_id}/payments");
+    let (status, html, _) = manager
+        .post(&pay, &[("amount", "5"), ("method", "cash")])
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{html}");
+    assert!(text_of(&html, "invoice-error").is_some(), "{html}");
+    assert!(!html.contains("invoice_on_hold"));
+    // Released without a reason: refused; with one: released.
+    let release = format!("/console/supplier-invoices/{inv_id}/release");
+    let (status, html, _) = manager.post(&release, &[("reason", " ")]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{html}");
+    assert!(text_of(&html, "invoice-error").is_some(), "{html}");
+    let (status, html, headers) = manager
+        .post(&release, &[("reason", "Price rise agreed by phone")])
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{html}");
+    assert!(headers[LOCATION].to_str().unwrap().contains("done=released"));
+    let (status, html, _) = manager
+        .post(&pay, &[("amount", "5"), ("method", "bank_transfer")])
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{html}");
+    let (_, list) = app
+        .get(&format!("/supplier-finance/invoices?supplier_id={supplier}"), &admin)
+        .await;
+    let read = &list["items"][0];
+    assert_eq!(read["match_status"], "released", "{list}");
+    assert_eq!(read["paid_amount"], "5.00");
+    let (_, html, _) = manager.get(&page).await;
+    assert_eq!(text_of(&html, "supplier-balance").unwrap(), "5.50");
+
+    // A cashier reaches none of it.
+    let (_, cashier) = Console::of(&app, a, Role::Cashier).await;
+    for path in ["/console/suppliers", page.as_str()] {
+        let (status, _, _) = cashier.get(path).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}");
+    }
+    let (status, _, _) = cashier.post(&pay, &[("amount", "1")]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}

@@ -12,15 +12,16 @@ use uuid::Uuid;
 use super::forms::{self, base_of, Pager};
 use super::{html_status, money, see_other, when, Chrome, Notice, Outcome, Posted, Staff};
 use crate::state::AppState;
-use domain::customers::{self, Customer, PaymentRequest, Taker};
-use domain::input::path_id;
+use domain::customers::{self, Customer, CustomerWrite, PaymentRequest, Taker};
+use domain::input::{path_id, Flag};
 use domain::paging::PageParams;
 use domain::{Action, Error};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/customers", web::get().to(directory))
         .route("/customers/{id}", web::get().to(customer_page))
-        .route("/customers/{id}/payments", web::post().to(take_payment));
+        .route("/customers/{id}/payments", web::post().to(take_payment))
+        .route("/customers/{id}/credit", web::post().to(set_credit));
 }
 
 const PAGE_SIZE: i64 = 50;
@@ -31,6 +32,8 @@ pub struct CustomerRow {
     pub phone: String,
     pub balance: String,
     pub limit: String,
+    /// The limit as a form field holds it (no separators).
+    pub limit_plain: String,
     pub credit: bool,
 }
 
@@ -41,6 +44,7 @@ fn row(c: &Customer) -> CustomerRow {
         phone: c.phone.clone(),
         balance: money(c.current_balance),
         limit: money(c.credit_limit),
+        limit_plain: c.credit_limit.round_dp(2).to_string(),
         credit: c.is_credit_allowed,
     }
 }
@@ -104,6 +108,9 @@ struct CustomerPage {
     lines: Vec<LedgerLine>,
     pager: Pager,
     can_pay: bool,
+    /// May change the credit terms (raising them needs `GiveCredit`).
+    can_edit_credit: bool,
+    gives_credit: bool,
     amount: String,
     notes: String,
     mutation_id: String,
@@ -123,6 +130,8 @@ pub struct CustomerQuery {
     pub page: Option<i64>,
     /// The ledger row of a payment just taken, shown as its receipt.
     pub receipt: Option<String>,
+    /// Set after the credit terms were saved.
+    pub credit: Option<String>,
 }
 
 async fn show_customer(
@@ -175,6 +184,8 @@ async fn show_customer(
                 .collect(),
             pager: Pager::new(&base, page, total),
             can_pay: Action::TakeCustomerPayment.permits(staff.role()),
+            can_edit_credit: Action::WriteCustomers.permits(staff.role()),
+            gives_credit: Action::GiveCredit.permits(staff.role()),
             amount: sent.map(|f| f.amount.clone()).unwrap_or_default(),
             notes: sent.map(|f| f.notes.clone()).unwrap_or_default(),
             mutation_id: Uuid::now_v7().to_string(),
@@ -192,6 +203,8 @@ async fn customer_page(
     let id = path_id(&id, "Customer")?;
     let notice = if q.receipt.is_some() {
         Notice::done("The payment was taken.")
+    } else if q.credit.is_some() {
+        Notice::done("The credit terms were saved.")
     } else {
         Notice::default()
     };
@@ -254,6 +267,49 @@ async fn take_payment(
                 code,
             )
             .await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CreditForm {
+    pub credit_limit: String,
+    pub is_credit_allowed: Option<String>,
+}
+
+/// The credit limit and whether the customer buys on account, through the
+/// same edit as `PUT /customers/{id}`: anyone who writes customers may
+/// lower or stop credit; raising it is for those who may give credit.
+async fn set_credit(
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+    posted: Posted<CreditForm>,
+) -> Outcome {
+    let Posted { staff, form } = posted;
+    staff.caller.require(Action::WriteCustomers)?;
+    let id = path_id(&id, "Customer")?;
+    let attempt = async {
+        let limit = forms::required_decimal("credit_limit", &form.credit_limit)?;
+        let body = CustomerWrite {
+            credit_limit: Some(limit),
+            is_credit_allowed: Some(Flag(forms::ticked(&form.is_credit_allowed))),
+            ..CustomerWrite::default()
+        };
+        customers::committed::edit(&state.pool, id, body, staff.caller.role).await
+    };
+    match attempt.await {
+        Ok(_) => Ok(see_other(&format!("/console/customers/{id}?credit=saved"))),
+        Err(e @ (Error::Validation { .. } | Error::Coded { .. } | Error::Forbidden(_))) => {
+            let code = actix_web::ResponseError::status_code(&e);
+            let mut notice = Notice::from_error(&e);
+            // A refusal of the role is about the limit field.
+            if notice.field.is_none() {
+                notice.field = Some("credit_limit".to_owned());
+            }
+            let q = CustomerQuery::default();
+            show_customer(&state, &staff, id, &q, notice, None, code).await
         }
         Err(e) => Err(e.into()),
     }

@@ -55,6 +55,9 @@ struct DashboardPage {
     comparison_window: String,
     comparison: Table,
     counts: Vec<Count>,
+    /// For those who follow the fiscal queue: the age of the oldest
+    /// document the authority has not finished, over the branches shown.
+    fiscal_oldest: Option<String>,
 }
 
 /// The day's revenue against yesterday's, in words (an arrow and a word,
@@ -165,6 +168,17 @@ async fn page(state: web::Data<AppState>, staff: Staff, q: web::Query<BranchQuer
             id: "count-expired",
         },
     ];
+    let fiscal_oldest = if domain::Action::ReadFiscalDocuments.permits(staff.caller.role) {
+        let rows = domain::fiscal::read::summary(&client, branch).await?;
+        Some(
+            rows.iter()
+                .filter_map(|r| r.oldest_unfinished_seconds)
+                .max()
+                .map_or_else(|| "nothing unfinished".to_owned(), super::fiscal::age),
+        )
+    } else {
+        None
+    };
     let scope_label = scope_label(&client, &staff, branch).await?;
     html(&DashboardPage {
         chrome: Some(Chrome::new(&staff, "/console/dashboard")),
@@ -188,6 +202,7 @@ async fn page(state: web::Data<AppState>, staff: Staff, q: web::Query<BranchQuer
         comparison_window: format!("{} to {}", window.from, window.to),
         comparison,
         counts,
+        fiscal_oldest,
         currency,
     })
 }

@@ -44,7 +44,7 @@ fn kind_label(k: &str) -> &str {
 }
 
 /// An age in words: "3 h 12 min", "45 s".
-fn age(seconds: i64) -> String {
+pub fn age(seconds: i64) -> String {
     let (d, h, m) = (
         seconds / 86_400,
         seconds % 86_400 / 3600,

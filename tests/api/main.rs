@@ -23,6 +23,7 @@ mod console_browser;
 mod console_counter;
 mod console_stock_moves;
 mod console_suppliers;
+mod console_terms;
 mod console_daily;
 mod coupons;
 mod currency;

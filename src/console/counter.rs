@@ -510,17 +510,46 @@ async fn work(state: web::Data<AppState>, posted: Posted<Vec<(String, String)>>)
         });
         form.code.clear();
         form.quantity.clear();
-        return show(&state, &staff, &form, Vec::new(), Notice::default(), StatusCode::OK).await;
+        return show(
+            &state,
+            &staff,
+            &form,
+            Vec::new(),
+            Notice::default(),
+            StatusCode::OK,
+        )
+        .await;
     }
-    if let Some(n) = op.strip_prefix("remove-").and_then(|n| n.parse::<usize>().ok()) {
+    if let Some(n) = op
+        .strip_prefix("remove-")
+        .and_then(|n| n.parse::<usize>().ok())
+    {
         if n < form.lines.len() {
             form.lines.remove(n);
         }
-        return show(&state, &staff, &form, Vec::new(), Notice::default(), StatusCode::OK).await;
+        return show(
+            &state,
+            &staff,
+            &form,
+            Vec::new(),
+            Notice::default(),
+            StatusCode::OK,
+        )
+        .await;
     }
     if op != "sell" {
         return match add(&state, &mut form, branch_id).await {
-            Ok(offers) => show(&state, &staff, &form, offers, Notice::default(), StatusCode::OK).await,
+            Ok(offers) => {
+                show(
+                    &state,
+                    &staff,
+                    &form,
+                    offers,
+                    Notice::default(),
+                    StatusCode::OK,
+                )
+                .await
+            }
             Err(e) => refused(&state, &staff, &form, e).await,
         };
     }
@@ -661,11 +690,7 @@ impl ReceiptPage {
 }
 
 /// The sale's receipt, as `GET /sales/{id}/receipt` prints it.
-async fn receipt_page(
-    state: web::Data<AppState>,
-    staff: Staff,
-    id: web::Path<String>,
-) -> Outcome {
+async fn receipt_page(state: web::Data<AppState>, staff: Staff, id: web::Path<String>) -> Outcome {
     let id = path_id(&id, "Sale")?;
     let client = state.pool.get().await?;
     let sale = sales::get_shown(&client, id)

@@ -194,8 +194,12 @@ async fn show(
         && notice.error.is_none()
         && !lines.is_empty()
         && lines.iter().all(|l| l.variance.is_some());
-    let mut branches =
-        branch_options(&client, staff, staff.caller.any_branch().then_some(branch_id)).await?;
+    let mut branches = branch_options(
+        &client,
+        staff,
+        staff.caller.any_branch().then_some(branch_id),
+    )
+    .await?;
     branches.retain(|b| !b.id.is_empty());
     html_status(
         code,
@@ -260,8 +264,14 @@ async fn work(state: web::Data<AppState>, posted: Posted<Vec<(String, String)>>)
     let mut offers = Vec::new();
     let attempt: Result<(), Error> = async {
         if let Some(id) = op.strip_prefix("pick:") {
-            push(&mut form, optional_id("code", Some(id))?.unwrap_or_default());
-        } else if let Some(n) = op.strip_prefix("remove-").and_then(|n| n.parse::<usize>().ok()) {
+            push(
+                &mut form,
+                optional_id("code", Some(id))?.unwrap_or_default(),
+            );
+        } else if let Some(n) = op
+            .strip_prefix("remove-")
+            .and_then(|n| n.parse::<usize>().ok())
+        {
             if n < form.lines.len() {
                 form.lines.remove(n);
             }
@@ -307,7 +317,17 @@ async fn work(state: web::Data<AppState>, posted: Posted<Vec<(String, String)>>)
                 "/console/stock/count?done={n}&branch_id={}",
                 form.branch_id
             ))),
-            None => show(&state, &staff, &form, offers, Notice::default(), StatusCode::OK).await,
+            None => {
+                show(
+                    &state,
+                    &staff,
+                    &form,
+                    offers,
+                    Notice::default(),
+                    StatusCode::OK,
+                )
+                .await
+            }
         },
         Err(
             e @ (Error::Validation { .. }

@@ -28,10 +28,7 @@ use domain::{Action, Error};
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/suppliers", web::get().to(directory))
         .route("/suppliers/{id}", web::get().to(supplier_page))
-        .route(
-            "/supplier-invoices/{id}/release",
-            web::post().to(release),
-        )
+        .route("/supplier-invoices/{id}/release", web::post().to(release))
         .route("/supplier-invoices/{id}/payments", web::post().to(pay));
 }
 

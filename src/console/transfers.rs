@@ -184,12 +184,16 @@ async fn send(state: web::Data<AppState>, posted: Posted<SendForm>) -> Outcome {
     let Posted { staff, form } = posted;
     staff.caller.require(Action::ManageTransfers)?;
     let attempt = async {
-        let from_branch_id = staff
-            .caller
-            .branch_scope(optional_id("from_branch_id", form.from_branch_id.as_deref())?)?;
+        let from_branch_id = staff.caller.branch_scope(optional_id(
+            "from_branch_id",
+            form.from_branch_id.as_deref(),
+        )?)?;
         let text = form.medicine.trim();
         if text.is_empty() {
-            return Err(Error::validation("medicine", "Scan or name the medicine to send."));
+            return Err(Error::validation(
+                "medicine",
+                "Scan or name the medicine to send.",
+            ));
         }
         let medicine_id = {
             let client = state.pool.get().await?;

@@ -218,7 +218,8 @@ async fn a_scanner_and_the_keyboard_sell_at_the_counter_and_the_api_reads_the_sa
     // Words, then Enter.
     let focused = b.c().active_element().await.unwrap();
     focused.send_keys("cetiri\n").await.unwrap();
-    b.see_containing("#counter-lines tbody", "Cetirizine 10mg").await;
+    b.see_containing("#counter-lines tbody", "Cetirizine 10mg")
+        .await;
     b.see("#counter-estimate", "2,900.00").await;
     b.screenshot("counter").await;
     b.click("#sell").await;

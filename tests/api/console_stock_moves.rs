@@ -22,7 +22,10 @@ async fn a_count_shows_its_variance_then_posts_what_the_api_reads() {
     assert!(html.contains(r#"href="/console/stock/count""#));
 
     let (status, html, _) = keeper
-        .post("/console/stock/count", &[("code", "paracet"), ("op", "add")])
+        .post(
+            "/console/stock/count",
+            &[("code", "paracet"), ("op", "add")],
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{html}");
     assert!(html.contains(&format!(r#"name="line-0-medicine" value="{id}""#)));
@@ -97,7 +100,11 @@ async fn a_transfer_sent_and_received_on_screen_moves_the_apis_stock() {
     let (status, html, _) = sender
         .post(
             "/console/transfers",
-            &[("medicine", "nothing-like-it"), ("to_branch_id", &b_text), ("qty", "10")],
+            &[
+                ("medicine", "nothing-like-it"),
+                ("to_branch_id", &b_text),
+                ("qty", "10"),
+            ],
         )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{html}");

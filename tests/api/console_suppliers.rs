@@ -22,7 +22,10 @@ async fn an_invoice_on_hold_is_shown_released_and_paid_on_screen() {
     let (_, clerk) = app.signed_in(a, Role::InventoryManager).await;
     let supplier = app.supplier("Quality Chemicals").await;
     let m = app
-        .medicine(&admin, json!({"name": "Amoxicillin 500mg", "selling_price": 3}))
+        .medicine(
+            &admin,
+            json!({"name": "Amoxicillin 500mg", "selling_price": 3}),
+        )
         .await;
     let body = json!({"supplier_id": supplier, "delivery_reference": "DN-77",
         "lines": [{"medicine_id": m["id"], "batch_number": "B-1",
@@ -50,7 +53,10 @@ async fn an_invoice_on_hold_is_shown_released_and_paid_on_screen() {
     let page = format!("/console/suppliers/{supplier}");
     let (status, html, _) = manager.get(&page).await;
     assert_eq!(status, StatusCode::OK, "{html}");
-    assert_eq!(text_of(&html, &format!("match-{inv_id}")).unwrap(), "on hold");
+    assert_eq!(
+        text_of(&html, &format!("match-{inv_id}")).unwrap(),
+        "on hold"
+    );
     assert!(html.contains(r#"<tr class="highlight"><td>"#), "{html}");
     assert!(html.contains("0.10 (5"), "{html}");
     assert!(html.contains("DN-77"));
@@ -73,13 +79,19 @@ async fn an_invoice_on_hold_is_shown_released_and_paid_on_screen() {
         .post(&release, &[("reason", "Price rise agreed by phone")])
         .await;
     assert_eq!(status, StatusCode::SEE_OTHER, "{html}");
-    assert!(headers[LOCATION].to_str().unwrap().contains("done=released"));
+    assert!(headers[LOCATION]
+        .to_str()
+        .unwrap()
+        .contains("done=released"));
     let (status, html, _) = manager
         .post(&pay, &[("amount", "5"), ("method", "bank_transfer")])
         .await;
     assert_eq!(status, StatusCode::SEE_OTHER, "{html}");
     let (_, list) = app
-        .get(&format!("/supplier-finance/invoices?supplier_id={supplier}"), &admin)
+        .get(
+            &format!("/supplier-finance/invoices?supplier_id={supplier}"),
+            &admin,
+        )
         .await;
     let read = &list["items"][0];
     assert_eq!(read["match_status"], "released", "{list}");

@@ -26,7 +26,10 @@ async fn credit_terms_change_within_the_rules_and_the_api_reads_them() {
     // A cashier may not raise the limit: said beside the field.
     let (_, cashier) = Console::of(&app, a, Role::Cashier).await;
     let (status, html, _) = cashier
-        .post(&path, &[("credit_limit", "1000"), ("is_credit_allowed", "on")])
+        .post(
+            &path,
+            &[("credit_limit", "1000"), ("is_credit_allowed", "on")],
+        )
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{html}");
     assert!(text_of(&html, "credit_limit-error")
@@ -38,7 +41,10 @@ async fn credit_terms_change_within_the_rules_and_the_api_reads_them() {
     // A manager may.
     let (_, manager) = Console::of(&app, a, Role::BranchManager).await;
     let (status, html, _) = manager
-        .post(&path, &[("credit_limit", "1000"), ("is_credit_allowed", "on")])
+        .post(
+            &path,
+            &[("credit_limit", "1000"), ("is_credit_allowed", "on")],
+        )
         .await;
     assert_eq!(status, StatusCode::SEE_OTHER, "{html}");
     let (_, c) = app.get(&format!("/customers/{id}"), &admin).await;
@@ -46,7 +52,10 @@ async fn credit_terms_change_within_the_rules_and_the_api_reads_them() {
     assert_eq!(c["is_credit_allowed"], true);
     // Lowering is the safe direction: the cashier may.
     let (status, html, _) = cashier
-        .post(&path, &[("credit_limit", "500"), ("is_credit_allowed", "on")])
+        .post(
+            &path,
+            &[("credit_limit", "500"), ("is_credit_allowed", "on")],
+        )
         .await;
     assert_eq!(status, StatusCode::SEE_OTHER, "{html}");
     let (_, c) = app.get(&format!("/customers/{id}"), &admin).await;

@@ -372,7 +372,7 @@ pub enum Found {
     /// A scanner's code, read as a sale line's `scan` is.
     Scanned(scan::Named),
     /// Words matching one medicine.
-    One(MedicineView),
+    One(Box<MedicineView>),
     /// Words matching several (at most `CHOICES`).
     Many(Vec<MedicineView>),
 }
@@ -412,7 +412,7 @@ pub async fn lookup<C: deadpool_postgres::GenericClient + Sync>(
             field,
             format!("Nothing in the catalogue matches {text}."),
         )),
-        1 => Ok(Found::One(found.remove(0).view())),
+        1 => Ok(Found::One(Box::new(found.remove(0).view()))),
         _ => Ok(Found::Many(found.iter().map(|m| m.view()).collect())),
     }
 }

@@ -10,6 +10,10 @@
 //!
 //! Selling needs an open cash session at the branch (the till's drawer the
 //! cash goes into); the page opens one with the API's `OpenSession`.
+//!
+//! Over 600 lines: the counter form, its scan-box lookup (shared with the
+//! count and transfer pages), the sale and the receipt page share the line
+//! and refusal handling, kept together.
 
 use actix_web::http::StatusCode;
 use actix_web::web;

@@ -131,10 +131,29 @@ CREATE FUNCTION unrolled_months(from_month date, to_month date) RETURNS date[]
     WHERE NOT EXISTS (SELECT 1 FROM chain_months c WHERE c.month = g::date)
 $$;
 
+-- The last day of the whole months a window ending on `to_day` reads
+-- from month rows: as whole_months_to, and also to_day's own month when
+-- nothing of it lies after to_day (a window that ends today: the month so
+-- far is the month's row), so today's window reads no day rows of its
+-- month at all.
+CREATE FUNCTION whole_months_read_to(b uuid, to_day date) RETURNS date
+    LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN NOT EXISTS (
+                    SELECT 1 FROM medicine_days md
+                    WHERE md.day > to_day
+                      AND md.day < (date_trunc('month', to_day) + interval '1 month')::date
+                      AND (b IS NULL OR md.branch_id = b))
+                THEN (date_trunc('month', to_day) + interval '1 month' - interval '1 day')::date
+                ELSE whole_months_to(to_day) END
+$$;
+
 -- As in 0029, with the chain-wide reads (`b` NULL) taking rolled-up months
 -- from medicine_chain_months: a year of the chain reads one row per
--- medicine and month over, and every branch's rows only for the open
--- month and the days around the window.
+-- medicine and month over, every branch's month rows only for the months
+-- not rolled up (the open one), and day rows only for the part month
+-- before the window's first whole month. The window's last month is read
+-- whole when nothing of it lies after the window (whole_months_read_to,
+-- computed once per query).
 CREATE OR REPLACE FUNCTION medicine_sales(b uuid, from_day date, to_day date)
     RETURNS TABLE (medicine_id uuid, lines bigint, quantity bigint, revenue numeric, net numeric,
                    cost numeric)
@@ -144,22 +163,26 @@ CREATE OR REPLACE FUNCTION medicine_sales(b uuid, from_day date, to_day date)
     FROM (SELECT mc.medicine_id, mc.lines, mc.quantity, mc.revenue, mc.net, mc.cost
           FROM medicine_chain_months mc
           WHERE b IS NULL
-            AND mc.month >= whole_months_from(from_day) AND mc.month <= whole_months_to(to_day)
+            AND mc.month >= whole_months_from(from_day)
+            AND mc.month <= (SELECT whole_months_read_to(b, to_day))
           UNION ALL
           SELECT mm.medicine_id, mm.lines, mm.quantity, mm.revenue, mm.net, mm.cost
           FROM medicine_months mm
           WHERE b IS NULL
-            AND mm.month = ANY (unrolled_months(whole_months_from(from_day), whole_months_to(to_day)))
+            AND mm.month = ANY (unrolled_months(whole_months_from(from_day),
+                                                (SELECT whole_months_read_to(b, to_day))))
           UNION ALL
           SELECT mm.medicine_id, mm.lines, mm.quantity, mm.revenue, mm.net, mm.cost
           FROM medicine_months mm
           WHERE mm.branch_id = b
-            AND mm.month >= whole_months_from(from_day) AND mm.month <= whole_months_to(to_day)
+            AND mm.month >= whole_months_from(from_day)
+            AND mm.month <= (SELECT whole_months_read_to(b, to_day))
           UNION ALL
           SELECT md.medicine_id, md.lines, md.quantity, md.revenue, md.net, md.cost
           FROM medicine_days md
           WHERE md.day >= from_day AND md.day <= to_day
-            AND (md.day < whole_months_from(from_day) OR md.day > whole_months_to(to_day))
+            AND (md.day < whole_months_from(from_day)
+                 OR md.day > (SELECT whole_months_read_to(b, to_day)))
             AND (b IS NULL OR md.branch_id = b)) x
     GROUP BY x.medicine_id
     HAVING sum(x.lines) > 0

@@ -1,6 +1,8 @@
 //! The sales report: totals, by day, by payment method, the top sellers and
 //! the most recent sales.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, NaiveDate, Utc};
 use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
@@ -8,7 +10,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::{decimal_num, first, ratio_pct, Scope, RECENT_SALES, TOP_SELLING};
+use super::{decimal_num, ratio_pct, Scope, RECENT_SALES, TOP_SELLING};
 use crate::{db, wire, Result};
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -138,108 +140,106 @@ pub struct SalesReport {
 }
 
 pub async fn sales<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Result<SalesReport> {
+    let (totals, by_day, by_payment) = window_sums(c, s).await?;
     Ok(SalesReport {
         from_date: s.window.from,
         to_date: s.window.to,
         branch_id: s.branch,
-        totals: sales_totals(c, s).await?,
-        by_day: by_day(c, s).await?,
-        by_payment: by_payment(c, s).await?,
+        totals,
+        by_day,
+        by_payment,
         top_selling: top_selling(c, s).await?,
         recent_sales: recent_sales(c, s).await?,
     })
 }
 
-/// Σ of the window's days in `sales_days`: sales less the credit notes
-/// issued in it.
-pub(super) async fn sales_totals<C: GenericClient + Sync>(
+/// The window's days in `sales_days`, summed three ways in one scan (per
+/// day, per payment or refund method, and in all): sales less the credit
+/// notes issued in the window. Every day of the window is listed, with
+/// zeros where nothing was sold; a method with refunds only is listed too.
+pub(super) async fn window_sums<C: GenericClient + Sync>(
     c: &C,
     s: &Scope<'_>,
-) -> Result<SalesTotals> {
+) -> Result<(SalesTotals, Vec<DayTotal>, Vec<PaymentTotal>)> {
     let (from, to, branch) = (s.window.from, s.window.to, s.branch);
     let q = sea_query::raw_query!(
         PostgresQueryBuilder,
-        r#"SELECT n, revenue, vat, subtotal, coalesce(round(revenue / nullif(n, 0), 2), 0),
-                  returns_n, returns_total
-           FROM (SELECT coalesce(sum(sales_count), 0)::bigint AS n,
-                        coalesce(sum(sales_total - returns_total), 0) AS revenue,
-                        coalesce(sum(sales_vat - returns_vat), 0) AS vat,
-                        coalesce(sum(sales_subtotal - returns_subtotal), 0) AS subtotal,
-                        coalesce(sum(returns_count), 0)::bigint AS returns_n,
-                        coalesce(sum(returns_total), 0) AS returns_total
-                 FROM sales_days
-                 WHERE day >= {from} AND day <= {to}
-                   AND ({branch}::uuid IS NULL OR branch_id = {branch})) d"#
-    );
-    let rows = db::raw_planned(c, &q.sql, q.values).await?;
-    let r = first(&rows)?;
-    Ok(SalesTotals {
-        count: r.get(0),
-        revenue: r.get(1),
-        vat: r.get(2),
-        subtotal: r.get(3),
-        average: r.get(4),
-        returns_count: r.get(5),
-        returns_total: r.get(6),
-    })
-}
-
-/// Every day of the window, zero-filled by `generate_series`; each day's
-/// credit notes are taken off its total.
-pub(super) async fn by_day<C: GenericClient + Sync>(c: &C, s: &Scope<'_>) -> Result<Vec<DayTotal>> {
-    let (from, to, branch) = (s.window.from, s.window.to, s.branch);
-    let q = sea_query::raw_query!(
-        PostgresQueryBuilder,
-        r#"SELECT d::date, coalesce(x.n, 0)::bigint, coalesce(x.total, 0::numeric),
-                  coalesce(x.returns_total, 0::numeric)
-           FROM generate_series({from}::date, {to}::date, interval '1 day') d
-           LEFT JOIN (SELECT day, sum(sales_count) AS n, sum(sales_total - returns_total) AS total,
-                             sum(returns_total) AS returns_total
-                      FROM sales_days
-                      WHERE day >= {from} AND day <= {to}
-                        AND ({branch}::uuid IS NULL OR branch_id = {branch})
-                      GROUP BY day) x ON x.day = d::date
-           ORDER BY 1"#
-    );
-    let rows = db::raw_planned(c, &q.sql, q.values).await?;
-    Ok(rows
-        .iter()
-        .map(|r| DayTotal {
-            date: r.get(0),
-            count: r.get(1),
-            total: r.get(2),
-            returns_total: r.get(3),
-        })
-        .collect())
-}
-
-/// Per payment method: its sales less the credit notes refunded that way
-/// (a method with refunds only is listed too).
-pub(super) async fn by_payment<C: GenericClient + Sync>(
-    c: &C,
-    s: &Scope<'_>,
-) -> Result<Vec<PaymentTotal>> {
-    let (from, to, branch) = (s.window.from, s.window.to, s.branch);
-    let q = sea_query::raw_query!(
-        PostgresQueryBuilder,
-        r#"SELECT method, sum(sales_count)::bigint, sum(sales_total - returns_total), sum(returns_total)
+        r#"SELECT grouping(day, method), day, method,
+                  coalesce(sum(sales_count), 0)::bigint,
+                  coalesce(sum(sales_total - returns_total), 0),
+                  coalesce(sum(sales_vat - returns_vat), 0),
+                  coalesce(sum(sales_subtotal - returns_subtotal), 0),
+                  coalesce(round(sum(sales_total - returns_total) / nullif(sum(sales_count), 0), 2), 0),
+                  coalesce(sum(returns_count), 0)::bigint,
+                  coalesce(sum(returns_total), 0)
            FROM sales_days
            WHERE day >= {from} AND day <= {to}
              AND ({branch}::uuid IS NULL OR branch_id = {branch})
-           GROUP BY method
-           HAVING sum(sales_count) > 0 OR sum(returns_count) > 0
-           ORDER BY 3 DESC, 1"#
+           GROUP BY GROUPING SETS ((day), (method), ())"#
     );
     let rows = db::raw_planned(c, &q.sql, q.values).await?;
-    Ok(rows
-        .iter()
-        .map(|r| PaymentTotal {
-            payment_method: r.get(0),
-            count: r.get(1),
-            total: r.get(2),
-            returns_total: r.get(3),
+    let mut totals = None;
+    let mut days: HashMap<NaiveDate, DayTotal> = HashMap::new();
+    let mut methods = Vec::new();
+    for r in &rows {
+        match r.get::<_, i32>(0) {
+            // Grouped by day (the method summed away).
+            1 => {
+                let date: NaiveDate = r.get(1);
+                days.insert(
+                    date,
+                    DayTotal {
+                        date,
+                        count: r.get(3),
+                        total: r.get(4),
+                        returns_total: r.get(9),
+                    },
+                );
+            }
+            // Grouped by method.
+            2 => {
+                let (count, returns_count): (i64, i64) = (r.get(3), r.get(8));
+                if count > 0 || returns_count > 0 {
+                    methods.push(PaymentTotal {
+                        payment_method: r.get(2),
+                        count,
+                        total: r.get(4),
+                        returns_total: r.get(9),
+                    });
+                }
+            }
+            _ => {
+                totals = Some(SalesTotals {
+                    count: r.get(3),
+                    revenue: r.get(4),
+                    vat: r.get(5),
+                    subtotal: r.get(6),
+                    average: r.get(7),
+                    returns_count: r.get(8),
+                    returns_total: r.get(9),
+                })
+            }
+        }
+    }
+    let totals = totals.ok_or_else(|| crate::Error::internal("aggregate query returned no row"))?;
+    let by_day = from
+        .iter_days()
+        .take_while(|d| *d <= to)
+        .map(|date| {
+            days.remove(&date).unwrap_or(DayTotal {
+                date,
+                count: 0,
+                total: Decimal::ZERO,
+                returns_total: Decimal::ZERO,
+            })
         })
-        .collect())
+        .collect();
+    methods.sort_by(|a, b| {
+        b.total
+            .cmp(&a.total)
+            .then_with(|| a.payment_method.cmp(&b.payment_method))
+    });
+    Ok((totals, by_day, methods))
 }
 
 /// Lines sold less lines credited per medicine (`medicine_sales`: whole

@@ -89,6 +89,14 @@ impl Tally {
         }
     }
 
+    /// Records a measured duration that is not a request's (a feed lag).
+    pub fn record_micros(&mut self, micros: u64) {
+        let _ = self.hist.record(micros.clamp(1, 600_000_000));
+        self.requests += 1;
+        self.ok += 1;
+        *self.statuses.entry(200).or_default() += 1;
+    }
+
     pub fn sample(&mut self, what: String) {
         if self.samples.len() < 5 {
             self.samples.push(what);

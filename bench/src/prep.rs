@@ -26,6 +26,8 @@ pub struct Sizes {
     pub units: i64,
     /// Medicines in the catalogue in all (for `snapshot`); 0 = only the stocked.
     pub catalogue: usize,
+    /// Branches where nothing is sold (`fleet` parks its idle tills there).
+    pub quiet: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -44,44 +46,21 @@ pub struct World {
     /// (device id, branch index).
     pub devices: Vec<(String, usize)>,
     pub catalogue: usize,
+    /// Branches nobody sells at, with a cashier each (`fleet`).
+    pub quiet: Vec<Branch>,
 }
 
 const PARALLEL: usize = 8;
 
 pub async fn prepare(api: &Api, admin: String, sizes: &Sizes) -> Result<World> {
     let a = admin.as_str();
-    // Branches and their cashiers.
-    let branches: Vec<Branch> = stream::iter(0..sizes.branches)
-        .map(|i| async move {
-            let code = format!("B{:02}", i + 1);
-            let b = api
-                .post(
-                    "/branches",
-                    a,
-                    json!({"code": code, "name": format!("Bench branch {code}"), "city": "Kampala"}),
-                )
-                .await?;
-            let branch_id = id(&b)?;
-            let email = format!("cashier.{}@bench.pharmacy", code.to_lowercase());
-            api.post(
-                "/users",
-                a,
-                json!({"email": email, "password": PASSWORD, "full_name": format!("Cashier {code}"),
-                       "role": "cashier", "branch_id": branch_id}),
-            )
-            .await?;
-            let token = api.login(&email, PASSWORD).await?;
-            api.post("/sessions/open", &token, json!({"opening_float": 50000}))
-                .await?;
-            anyhow::Ok(Branch {
-                id: branch_id,
-                token,
-            })
-        })
-        .buffered(4)
-        .try_collect()
+    // Branches and their cashiers; then the quiet ones.
+    let branches = open_branches(api, a, (0..sizes.branches).map(|i| format!("B{:02}", i + 1)))
         .await
         .context("branches, cashiers and cash sessions")?;
+    let quiet = open_branches(api, a, (0..sizes.quiet).map(|i| format!("Q{:02}", i + 1)))
+        .await
+        .context("quiet branches")?;
 
     let supplier = id(&api
         .post("/suppliers", a, json!({"name": "Bench Wholesale Ltd"}))
@@ -187,12 +166,50 @@ pub async fn prepare(api: &Api, admin: String, sizes: &Sizes) -> Result<World> {
         customers,
         devices,
         catalogue: 0,
+        quiet,
     };
     world.catalogue = world.medicines.len();
     if sizes.catalogue > world.catalogue {
         grow_catalogue(api, &mut world, sizes.catalogue).await?;
     }
     Ok(world)
+}
+
+/// A branch per code, each with a cashier signed in and a cash session open.
+async fn open_branches(
+    api: &Api,
+    admin: &str,
+    codes: impl Iterator<Item = String>,
+) -> Result<Vec<Branch>> {
+    stream::iter(codes)
+        .map(|code| async move {
+            let b = api
+                .post(
+                    "/branches",
+                    admin,
+                    json!({"code": code, "name": format!("Bench branch {code}"), "city": "Kampala"}),
+                )
+                .await?;
+            let branch_id = id(&b)?;
+            let email = format!("cashier.{}@bench.pharmacy", code.to_lowercase());
+            api.post(
+                "/users",
+                admin,
+                json!({"email": email, "password": PASSWORD, "full_name": format!("Cashier {code}"),
+                       "role": "cashier", "branch_id": branch_id}),
+            )
+            .await?;
+            let token = api.login(&email, PASSWORD).await?;
+            api.post("/sessions/open", &token, json!({"opening_float": 50000}))
+                .await?;
+            anyhow::Ok(Branch {
+                id: branch_id,
+                token,
+            })
+        })
+        .buffered(4)
+        .try_collect()
+        .await
 }
 
 /// Adds unstocked medicines until the catalogue holds `target`.

@@ -22,14 +22,14 @@ pub struct Ctx {
 }
 
 /// One request's answer: status (0 = none), headers, body.
-struct Answer {
-    status: u16,
-    headers: HeaderMap,
-    body: Vec<u8>,
-    error: Option<String>,
+pub struct Answer {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+    pub error: Option<String>,
 }
 
-async fn send(ctx: &Ctx, method: Method, path: &str, token: &str, body: Option<Vec<u8>>) -> Answer {
+pub async fn send(ctx: &Ctx, method: Method, path: &str, token: &str, body: Option<Vec<u8>>) -> Answer {
     let mut req = ctx
         .http
         .request(method, format!("{}{path}", ctx.base))
@@ -65,11 +65,11 @@ async fn send(ctx: &Ctx, method: Method, path: &str, token: &str, body: Option<V
     }
 }
 
-fn ok(status: u16) -> bool {
+pub fn ok(status: u16) -> bool {
     (200..300).contains(&status)
 }
 
-fn describe(a: &Answer) -> String {
+pub fn describe(a: &Answer) -> String {
     match &a.error {
         Some(e) => format!("no answer: {e}"),
         None => format!(
@@ -94,19 +94,30 @@ fn account(out: &mut ClientOut, a: &Answer, units: u64) {
 /// refusal, timed apart from accepted payments and checked for Retry-After).
 /// With `backoff`, a refused client waits as the `Retry-After` header says
 /// (as a till would) before its next request; without, it retries at once.
+/// With `own` (`payments-own`), a client pays only customers of its own
+/// branch, as a till does; without, any customer of the chain.
 pub async fn payments(
     i: usize,
     ctx: Arc<Ctx>,
     w: Window,
     overload: bool,
     backoff: bool,
+    own: bool,
 ) -> Result<ClientOut> {
     let world = &ctx.world;
-    let branch = &world.branches[i % world.branches.len()];
+    let (b, nb) = (i % world.branches.len(), world.branches.len());
+    let branch = &world.branches[b];
+    // Customer `k` bought at branch `k % nb`: the own ones are b, b + nb, …
+    let own_count = world.customers.len().saturating_sub(b).div_ceil(nb);
     let mut rng = SmallRng::seed_from_u64(i as u64 + 1);
     let mut out = ClientOut::default();
     while w.running() {
-        let customer = &world.customers[rng.gen_range(0..world.customers.len())];
+        let k = if own && own_count > 0 {
+            b + nb * rng.gen_range(0..own_count)
+        } else {
+            rng.gen_range(0..world.customers.len())
+        };
+        let customer = &world.customers[k];
         let path = format!("/customers/{customer}/payments");
         let started = Instant::now();
         let a = send(
@@ -159,15 +170,36 @@ fn sale_items(rng: &mut SmallRng, world: &World) -> Value {
     Value::Array(lines)
 }
 
+/// Sales acknowledged to `fleet`'s sellers: sale id → (branch index, when
+/// its answer arrived).
+pub type Answered = std::sync::Mutex<std::collections::HashMap<String, (usize, Instant)>>;
+
 /// `sales` (client `i` sells at branch `i % branches`) and `sales-hot`
 /// (every client at the first branch).
 pub async fn sales(i: usize, ctx: Arc<Ctx>, w: Window, hot: bool) -> Result<ClientOut> {
+    sell(i, ctx, w, hot, None).await
+}
+
+/// `sales`, noting each acknowledged sale's id and answer time in `answered`.
+pub async fn sales_noted(
+    i: usize,
+    ctx: Arc<Ctx>,
+    w: Window,
+    answered: Arc<Answered>,
+) -> Result<ClientOut> {
+    sell(i, ctx, w, false, Some(&answered)).await
+}
+
+async fn sell(
+    i: usize,
+    ctx: Arc<Ctx>,
+    w: Window,
+    hot: bool,
+    answered: Option<&Answered>,
+) -> Result<ClientOut> {
     let world = &ctx.world;
-    let branch = if hot {
-        &world.branches[0]
-    } else {
-        &world.branches[i % world.branches.len()]
-    };
+    let b = if hot { 0 } else { i % world.branches.len() };
+    let branch = &world.branches[b];
     let mut rng = SmallRng::seed_from_u64(1000 + i as u64);
     let mut out = ClientOut::default();
     while w.running() {
@@ -181,7 +213,19 @@ pub async fn sales(i: usize, ctx: Arc<Ctx>, w: Window, hot: bool) -> Result<Clie
             Some(serde_json::to_vec(&body)?),
         )
         .await;
+        let at = Instant::now();
         account(&mut out, &a, 1);
+        if let (Some(noted), true) = (answered, ok(a.status)) {
+            let sale: Value = serde_json::from_slice(&a.body).unwrap_or(Value::Null);
+            match sale["id"].as_str() {
+                Some(id) => {
+                    if let Ok(mut m) = noted.lock() {
+                        m.insert(id.to_owned(), (b, at));
+                    }
+                }
+                None => out.fail(format!("a sale answered without an id: {}", describe(&a))),
+            }
+        }
         if w.counts(started) {
             out.tally("main").record(started, a.status, 1);
             if !ok(a.status) {
@@ -259,8 +303,9 @@ pub async fn push(i: usize, ctx: Arc<Ctx>, w: Window, batch: usize) -> Result<Cl
     Ok(out)
 }
 
-/// `reads`: `GET /medicines/{id}` and `GET /customers/{id}`, alternately.
-pub async fn reads(i: usize, ctx: Arc<Ctx>, w: Window) -> Result<ClientOut> {
+/// `reads`: `GET /medicines/{id}` and `GET /customers/{id}`, alternately;
+/// `medicine` (`medicines_only`): `GET /medicines/{id}` alone, as a cashier.
+pub async fn reads(i: usize, ctx: Arc<Ctx>, w: Window, medicines_only: bool) -> Result<ClientOut> {
     let world = &ctx.world;
     let branch = &world.branches[i % world.branches.len()];
     let mut rng = SmallRng::seed_from_u64(3000 + i as u64);
@@ -268,7 +313,7 @@ pub async fn reads(i: usize, ctx: Arc<Ctx>, w: Window) -> Result<ClientOut> {
     let mut n = i;
     while w.running() {
         n += 1;
-        let path = if n.is_multiple_of(2) {
+        let path = if medicines_only || n.is_multiple_of(2) {
             format!(
                 "/medicines/{}",
                 world.medicines[rng.gen_range(0..world.medicines.len())]

@@ -17,6 +17,11 @@
 //! group commits that fell back to one sale at a time, where each branch's
 //! actor ran) and brings the cluster down. Figures go to
 //! `target/cluster-bench/latest.json`.
+//!
+//! With `--fleet`, each run then runs the bench's `fleet` scenario through
+//! HAProxy too (the till fleet on the change feed while the same sales
+//! run; see `fleet.rs`) and reports its sales against the sales alone, the
+//! followers' lag, and any change a follower missed or saw twice.
 
 #![allow(
     clippy::print_stdout,
@@ -30,6 +35,9 @@ mod api;
 
 #[path = "../cli.rs"]
 mod cli;
+#[allow(dead_code)]
+#[path = "../fleet.rs"]
+mod fleet;
 #[allow(dead_code)]
 #[path = "../load.rs"]
 mod load;
@@ -94,6 +102,32 @@ struct Cli {
     /// `--env PHARMACY__DATABASE__POOL_SIZE=16`; repeatable.
     #[arg(long = "env")]
     server_env: Vec<String>,
+    /// After the sales alone, the `fleet` scenario in the same cluster.
+    #[arg(long)]
+    fleet: bool,
+    /// `--fleet`: tills on the change feed in all.
+    #[arg(long, default_value_t = 1_000)]
+    tills: usize,
+    /// `--fleet`: tills following each selling branch's head.
+    #[arg(long, default_value_t = 3)]
+    followers: usize,
+    /// `--fleet`: quiet branches where the other tills park.
+    #[arg(long, default_value_t = 20)]
+    quiet_branches: usize,
+}
+
+/// `--fleet`'s figures for one run.
+#[derive(Debug, Serialize)]
+struct FleetReport {
+    sales: Summary,
+    /// Sales/s with the fleet over sales/s alone.
+    against_alone: f64,
+    lag: Option<Summary>,
+    followers: u64,
+    parked: u64,
+    missed: u64,
+    repeated: u64,
+    failures: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -110,6 +144,7 @@ struct RunReport {
     unanswered: u64,
     in_database: i64,
     invariant_violations: Vec<String>,
+    fleet: Option<FleetReport>,
     /// Per process: group commits, mean sales per group commit, group
     /// commits that fell back to one sale per transaction, branch actors.
     processes_metrics: Vec<ProcessMetrics>,
@@ -258,6 +293,7 @@ async fn measure(
         device_branches: 1,
         units: 1_000_000,
         catalogue: 0,
+        quiet: if cli.fleet { cli.quiet_branches } else { 0 },
     };
     let world = prep::prepare(&api, admin, &sizes)
         .await
@@ -293,6 +329,12 @@ async fn measure(
         .map(|t| t.summary(secs))
         .context("no sale was timed")?;
 
+    let fleet = if cli.fleet {
+        Some(run_fleet(cli, &ctx, &pool, &sales).await?)
+    } else {
+        None
+    };
+
     let client = pool.get().await?;
     let sales_after: i64 = client
         .query_one("SELECT count(*) FROM sales", &[])
@@ -308,11 +350,15 @@ async fn measure(
         processes_metrics.push(process_metrics(&api.http, url).await);
     }
     // Every acknowledged sale is there; an unanswered one may or may not be.
-    let acknowledged = outcome.total_ok;
-    let unanswered = outcome.total_unanswered;
+    let fleet_ok = fleet
+        .as_ref()
+        .is_none_or(|(f, _)| f.missed == 0 && f.repeated == 0 && f.failures.is_empty());
+    let (fleet_acknowledged, fleet_unanswered) = fleet.as_ref().map_or((0, 0), |(_, n)| *n);
+    let acknowledged = outcome.total_ok + fleet_acknowledged;
+    let unanswered = outcome.total_unanswered + fleet_unanswered;
     let counted =
         in_database >= acknowledged as i64 && in_database <= (acknowledged + unanswered) as i64;
-    let ok = counted && violations.is_empty() && outcome.failures.is_empty();
+    let ok = counted && violations.is_empty() && outcome.failures.is_empty() && fleet_ok;
     if !counted {
         eprintln!(
             "{acknowledged} sales acknowledged ({unanswered} unanswered), the database holds {in_database} new ones"
@@ -332,9 +378,58 @@ async fn measure(
         unanswered,
         in_database,
         invariant_violations: violations.iter().map(|v| format!("{v:?}")).collect(),
+        fleet: fleet.map(|(f, _)| f),
         processes_metrics,
         ok,
     })
+}
+
+/// The `fleet` scenario after the sales alone (`alone`), in the same
+/// cluster; with the sales it acknowledged and left unanswered.
+async fn run_fleet(
+    cli: &Cli,
+    ctx: &Arc<Ctx>,
+    pool: &domain::db::Pool,
+    alone: &Summary,
+) -> Result<(FleetReport, (u64, u64))> {
+    let feed_from: i64 = pool
+        .get()
+        .await?
+        .query_one("SELECT coalesce(max(rev), 0)::bigint FROM change_log", &[])
+        .await?
+        .get(0);
+    let window = Window::new(
+        Duration::from_secs(cli.warmup),
+        Duration::from_secs(cli.secs.max(1)),
+    );
+    let sizes = fleet::Fleet {
+        tills: cli.tills,
+        followers: cli.followers,
+        sellers: cli.clients.max(1),
+    };
+    println!(
+        "  fleet: {} tills ({} following each of {} branches), {} sellers",
+        cli.tills, cli.followers, cli.branches, sizes.sellers
+    );
+    let out = fleet::run(ctx.clone(), window, sizes, feed_from, None).await?;
+    let secs = window.measured_secs();
+    let sales = out
+        .tallies
+        .get("main")
+        .map(|t| t.summary(secs))
+        .context("no sale was timed with the fleet")?;
+    let n = |k: &str| out.counters.get(k).copied().unwrap_or(0);
+    let report = FleetReport {
+        against_alone: sales.per_sec / alone.per_sec.max(f64::MIN_POSITIVE),
+        sales,
+        lag: out.tallies.get("lag").map(|t| t.summary(secs)),
+        followers: n("followers"),
+        parked: n("parked"),
+        missed: n("missed"),
+        repeated: n("repeated"),
+        failures: out.failures.clone(),
+    };
+    Ok((report, (out.total_ok, out.total_unanswered)))
 }
 
 /// The group-commit figures and branch actors of one process, from its
@@ -402,6 +497,23 @@ fn print_run(r: &RunReport) {
     );
     for e in &s.error_samples {
         println!("    error: {e}");
+    }
+    if let Some(f) = &r.fleet {
+        let lag = f.lag.as_ref().map_or("no sale followed".to_owned(), |l| {
+            format!("lag p50 {:.1} ms, p99 {:.1} ms", l.p50_ms, l.p99_ms)
+        });
+        println!(
+            "  with the fleet: {:.0} sales/s = {:.1} % of the sales alone; {lag}; {} followers, {} parked; {} missed, {} repeated",
+            f.sales.per_sec,
+            f.against_alone * 100.0,
+            f.followers,
+            f.parked,
+            f.missed,
+            f.repeated
+        );
+        for e in &f.failures {
+            println!("    fleet failure: {e}");
+        }
     }
     for p in &r.processes_metrics {
         println!(

@@ -198,6 +198,7 @@ async fn drive(
         device_branches: cli.branches.max(1),
         units: 1_000_000,
         catalogue: 0,
+        quiet: 0,
     };
     let world = prep::prepare(&api, admin, &sizes)
         .await

@@ -379,6 +379,16 @@ pub async fn list<C: GenericClient + Sync>(
     if db::fetch_opt(c, &exists).await?.is_none() {
         return Err(Error::not_found("Medicine not found"));
     }
+    of_medicine(c, medicine_id, active_only).await
+}
+
+/// The packs of `medicine_id`, whether or not the medicine exists (the
+/// caller knows): one statement, so it can share a round trip.
+async fn of_medicine<C: GenericClient + Sync>(
+    c: &C,
+    medicine_id: Uuid,
+    active_only: bool,
+) -> Result<Vec<Pack>> {
     let mut q = select()
         .and_where(Expr::col("medicine_id").eq(medicine_id))
         .order_by("units", Order::Asc)
@@ -394,14 +404,18 @@ pub async fn list<C: GenericClient + Sync>(
 }
 
 /// `GET /medicines/{id}`: a live, active medicine with its stock in
-/// `branch_id`'s scope and its active packs.
+/// `branch_id`'s scope and its active packs. The two statements are sent
+/// together (one round trip, with the caller check of `check_with`); the
+/// packs of a medicine that is not there are never shown.
 pub async fn medicine_with_packs<C: GenericClient + Sync>(
     c: &C,
     id: Uuid,
     branch_id: Option<Uuid>,
 ) -> Result<Option<crate::medicines::MedicineView>> {
-    let (medicine, packs) =
-        futures_util::join!(crate::medicines::get(c, id, branch_id), list(c, id, true));
+    let (medicine, packs) = futures_util::join!(
+        crate::medicines::get(c, id, branch_id),
+        of_medicine(c, id, true)
+    );
     let Some(medicine) = medicine? else {
         return Ok(None);
     };

@@ -22,8 +22,11 @@ pub fn build_binary() -> Result<PathBuf> {
         .context("workspace root")?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = std::process::Command::new(cargo);
+    // With the bench package selected too, the dependencies' features are
+    // unified as for `cargo run -p bench`, so this build reuses that one's
+    // artifacts instead of compiling the service's crates again.
     cmd.current_dir(root)
-        .args(["build", "-q", "-p", "pharmacy", "--bin", "pharmacy"]);
+        .args(["build", "-q", "-p", "bench", "-p", "pharmacy", "--bin", "pharmacy"]);
     if !cfg!(debug_assertions) {
         cmd.arg("--release");
     }

@@ -215,7 +215,10 @@ async fn follow_one(
     let mut drain_until: Option<Instant> = None;
     loop {
         let wait = if w.running() {
-            w.deadline.saturating_duration_since(Instant::now()).as_secs().min(WAIT_SECS)
+            w.deadline
+                .saturating_duration_since(Instant::now())
+                .as_secs()
+                .min(WAIT_SECS)
         } else {
             1
         };
@@ -246,11 +249,18 @@ async fn follow_one(
         for c in &page.changes {
             if c.rev <= cursor || !revs.insert(c.rev) {
                 seen.out.bump("repeated", 1);
-                seen.out.fail(format!("branch {branch}: change {} came again", c.rev));
+                seen.out
+                    .fail(format!("branch {branch}: change {} came again", c.rev));
             }
-            if c.entity == "sale" && c.op == "create" && seen.sales.insert(c.entity_id.clone(), at).is_some() {
+            if c.entity == "sale"
+                && c.op == "create"
+                && seen.sales.insert(c.entity_id.clone(), at).is_some()
+            {
                 seen.out.bump("repeated", 1);
-                seen.out.fail(format!("branch {branch}: sale {} created twice", c.entity_id));
+                seen.out.fail(format!(
+                    "branch {branch}: sale {} created twice",
+                    c.entity_id
+                ));
             }
         }
         cursor = page.max_rev;
@@ -270,7 +280,11 @@ async fn park_one(
     let mut cursor = since;
     let mut first = true;
     while w.running() {
-        let wait = w.deadline.saturating_duration_since(Instant::now()).as_secs().min(WAIT_SECS);
+        let wait = w
+            .deadline
+            .saturating_duration_since(Instant::now())
+            .as_secs()
+            .min(WAIT_SECS);
         if wait == 0 {
             break;
         }

@@ -648,7 +648,13 @@ async fn scenario(
 ) -> Result<Report> {
     let writes = matches!(
         name,
-        "payments" | "payments-own" | "sales" | "sales+pull" | "fleet" | "sales-hot" | "push"
+        "payments"
+            | "payments-own"
+            | "sales"
+            | "sales+pull"
+            | "fleet"
+            | "sales-hot"
+            | "push"
             | "overload"
     ) || fiscal::is_fiscal(name);
     let clients = match name {
@@ -1271,5 +1277,31 @@ fn print_table(baseline: &[Baseline], reports: &[Report]) {
             r.rss.peak_kib as f64 / 1024.0,
             if r.passed() { "yes" } else { "NO" }
         ));
+    }
+    print_targets(reports);
+}
+
+/// Every target of the run, one line each (issue 33's four rows among
+/// them when `push`, `medicine`, `payments` and `fleet` ran).
+fn print_targets(reports: &[Report]) {
+    let lines: Vec<String> = reports
+        .iter()
+        .flat_map(|r| {
+            r.targets.iter().map(move |t| {
+                format!(
+                    "{:<14} {:<5} {} ({})",
+                    r.scenario,
+                    if t.ok { "met" } else { "MISS" },
+                    t.name,
+                    t.detail
+                )
+            })
+        })
+        .collect();
+    if !lines.is_empty() {
+        say("\n== targets");
+        for l in lines {
+            say(&l);
+        }
     }
 }

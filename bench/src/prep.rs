@@ -55,9 +55,13 @@ const PARALLEL: usize = 8;
 pub async fn prepare(api: &Api, admin: String, sizes: &Sizes) -> Result<World> {
     let a = admin.as_str();
     // Branches and their cashiers; then the quiet ones.
-    let branches = open_branches(api, a, (0..sizes.branches).map(|i| format!("B{:02}", i + 1)))
-        .await
-        .context("branches, cashiers and cash sessions")?;
+    let branches = open_branches(
+        api,
+        a,
+        (0..sizes.branches).map(|i| format!("B{:02}", i + 1)),
+    )
+    .await
+    .context("branches, cashiers and cash sessions")?;
     let quiet = open_branches(api, a, (0..sizes.quiet).map(|i| format!("Q{:02}", i + 1)))
         .await
         .context("quiet branches")?;

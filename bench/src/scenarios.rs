@@ -29,7 +29,13 @@ pub struct Answer {
     pub error: Option<String>,
 }
 
-pub async fn send(ctx: &Ctx, method: Method, path: &str, token: &str, body: Option<Vec<u8>>) -> Answer {
+pub async fn send(
+    ctx: &Ctx,
+    method: Method,
+    path: &str,
+    token: &str,
+    body: Option<Vec<u8>>,
+) -> Answer {
     let mut req = ctx
         .http
         .request(method, format!("{}{path}", ctx.base))

@@ -25,8 +25,9 @@ pub fn build_binary() -> Result<PathBuf> {
     // With the bench package selected too, the dependencies' features are
     // unified as for `cargo run -p bench`, so this build reuses that one's
     // artifacts instead of compiling the service's crates again.
-    cmd.current_dir(root)
-        .args(["build", "-q", "-p", "bench", "-p", "pharmacy", "--bin", "pharmacy"]);
+    cmd.current_dir(root).args([
+        "build", "-q", "-p", "bench", "-p", "pharmacy", "--bin", "pharmacy",
+    ]);
     if !cfg!(debug_assertions) {
         cmd.arg("--release");
     }

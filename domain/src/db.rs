@@ -166,8 +166,7 @@ pub async fn pipeline<C: GenericClient + Sync>(
 /// tokio-postgres does when its own transactions are dropped. A failed
 /// statement fails the ones after it, so nothing is committed past an
 /// error; `commit` waits for its answer, for as long as the statement
-/// timeout at most, and never lets the server cancel that wait (see
-/// `Tx::commit`).
+/// timeout at most (see `Tx::commit`).
 pub struct Tx<'a> {
     client: &'a Object,
     /// The savepoint this is, or `None` for the transaction itself.
@@ -209,28 +208,26 @@ impl<'a> Tx<'a> {
     /// Commits (a savepoint: releases it into its transaction).
     ///
     /// With a synchronous standby, PostgreSQL writes the commit locally and
-    /// then waits for the standby; a cancellation in that wait (the
-    /// statement timeout firing while the standby hangs) ends the wait
-    /// with a WARNING and a successful `COMMIT`, so the write would be
-    /// acknowledged while it exists on one node only. So the server is
-    /// never let cancel it: `SET LOCAL statement_timeout = 0` goes out
-    /// unawaited just ahead of `COMMIT` (the same round trip; the timeout
-    /// of the `COMMIT` statement is armed from the setting in force when
-    /// it starts), and the wait is bounded here instead, by the statement
-    /// timeout (`bound_commits_by`). Past it, the outcome is unknown: the
-    /// answer is 503 `database_unavailable` and the connection is
-    /// abandoned, never pooled again (its session goes on waiting; see
-    /// `abandon`). A client that retries with its mutation id then gets
-    /// one effect: the commit's locks keep the retry waiting until the
-    /// standby answers (the first attempt's answer, replayed) or the node
-    /// is lost (the new leader has the commit, replayed, or has not, and
-    /// makes it now).
+    /// then waits for the standby. The statement timeout does not bound
+    /// that wait (the server disarms it before it commits), so a standby
+    /// that hangs without disconnecting would hold the request, and its
+    /// branch's actor, for as long as it hangs; and a cancel request in
+    /// that wait ends it with a WARNING and a successful `COMMIT`, a write
+    /// acknowledged on one node only. So the wait is bounded here, by the
+    /// statement timeout (`bound_commits_by`), and never cancelled: past
+    /// the bound the outcome is unknown, the answer is 503
+    /// `database_unavailable` and the connection is abandoned, never
+    /// pooled again (its session goes on waiting and acknowledges nothing;
+    /// see `abandon`). A client that retries with its mutation id then
+    /// gets one effect: the commit's locks keep the retry waiting until
+    /// the standby answers (the first attempt's answer, replayed) or the
+    /// node is lost (the new leader has the commit, replayed, or has not,
+    /// and makes it now). No statement and no round trip is added.
     pub async fn commit(mut self) -> Result<()> {
         self.finished = true;
         let client: &tokio_postgres::Client = self.client;
         match self.savepoint {
             None => {
-                send_unawaited(self.client, "SET LOCAL statement_timeout = 0");
                 let commit = client.batch_execute("COMMIT");
                 match commit_bound() {
                     None => commit.await?,

@@ -21,9 +21,10 @@ pub enum DbError {
 
 /// Builds the pool. Every connection gets the configured statement timeout
 /// so a stuck statement turns into a 503 instead of a hung request; a
-/// `COMMIT` is bounded by the same timeout on this side (the server is not
-/// let cancel one: `domain::db::Tx::commit`), and a connection whose
-/// commit went unconfirmed is dropped instead of handed out again.
+/// `COMMIT`, which the server does not time out (it may wait for a
+/// synchronous standby), is bounded by the same timeout on this side
+/// (`domain::db::Tx::commit`), and a connection whose commit went
+/// unconfirmed is dropped instead of handed out again.
 pub fn pool(url: &str, cfg: &DatabaseConfig) -> Result<Pool, DbError> {
     domain::db::bound_commits_by(Duration::from_millis(cfg.statement_timeout_ms));
     let mut pg = tokio_postgres::Config::from_str(url).map_err(|e| DbError::Url(e.to_string()))?;

@@ -1,13 +1,16 @@
 //! A commit waiting for its synchronous standby is never acknowledged
-//! before the standby has it. PostgreSQL lets a waiting commit go when its
-//! session is cancelled (the statement timeout firing while the standby
-//! hangs): the commit then stands on the primary alone, with a WARNING. The
-//! service never lets the server cancel that wait; it bounds it itself,
-//! answers 503 `database_unavailable` past the statement timeout, and drops
-//! the connection. Here a real primary streams to a real synchronous
-//! standby whose WAL receiver is stopped (SIGSTOP) while a sale commits:
-//! the till gets 503, never 2xx, and once the standby runs again its retry
-//! with the same mutation id gets the one sale.
+//! before the standby has it, and never holds its request past the
+//! statement timeout. PostgreSQL does not time a `COMMIT` out (it disarms
+//! the statement timeout before committing), so a standby that hangs
+//! without disconnecting would hold the request for as long as it hangs;
+//! and a cancel request would end the wait with a local commit and a
+//! WARNING. The service bounds the wait itself, answers 503
+//! `database_unavailable` past the statement timeout, and drops the
+//! connection without cancelling anything. Here a real primary streams to
+//! a real synchronous standby whose WAL receiver is stopped (SIGSTOP)
+//! while a sale commits: the till gets 503, never 2xx, the commit still
+//! waits on the primary, reads go on, and once the standby runs again the
+//! retry with the same mutation id gets the one sale, on both nodes.
 
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -16,6 +16,7 @@
 #   deploy/ha-cluster.sh kill-primary [--dir DIR]     # kill -9 the leader's postmaster
 #   deploy/ha-cluster.sh kill-replica [--dir DIR]     # kill -9 the synchronous standby's postmaster
 #   deploy/ha-cluster.sh stop-node|start-node NODE [--dir DIR]  # a whole node (Patroni and PostgreSQL)
+#   deploy/ha-cluster.sh kill-node [--dir DIR]        # kill -9 the leader's Patroni and postmaster (a node lost)
 #   deploy/ha-cluster.sh freeze-leader|thaw NODE [--dir DIR]    # SIGSTOP / SIGCONT the leader's Patroni
 #   deploy/ha-cluster.sh kill-etcd [MEMBER] [--dir DIR]         # kill -9 one etcd member (default e3)
 #   deploy/ha-cluster.sh start-etcd [MEMBER] [--dir DIR]
@@ -72,7 +73,7 @@ STRICT="${HA_STRICT:-0}"
 PURGE=0
 
 usage() {
-    sed -n '2,54p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,55p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     exit "${1:-2}"
 }
 
@@ -620,6 +621,25 @@ kill_replica() {
     echo "$r"
 }
 
+# A whole node lost at once (power, kernel, network gone): kill -9 of the
+# leader's Patroni and then of its postmaster. Nobody gives the leader lock
+# up, so it expires after ttl and the synchronous standby takes over;
+# `start-node NODE` brings the node back, as a replica. (`stop-node` is the
+# orderly opposite: Patroni stops PostgreSQL and hands the lock over.)
+kill_node() {
+    need_cluster
+    local l patroni pid
+    l="$(leader)"
+    [[ -n "$l" ]] || die "no leader to kill"
+    patroni="$(pid_of "patroni-$l")"
+    alive "$patroni" || die "the leader's Patroni is not running"
+    pid="$(postmaster_pid "$l")"
+    kill -KILL "$patroni"
+    [[ -n "$pid" ]] && kill -KILL "$pid"
+    say "killed -9 Patroni (pid $patroni) and the postmaster (pid ${pid:-none}) of the leader $l"
+    echo "$l"
+}
+
 # SIGCONT to a process and to its runuser wrapper: runuser stops itself
 # when its child is stopped, and a stopped wrapper would never reap it.
 resume() { # pid
@@ -665,6 +685,7 @@ case "$COMMAND" in
     wait-healthy) need_cluster; wait_healthy "${ARG:-60}" || die "not healthy" ;;
     kill-primary) kill_primary ;;
     kill-replica) kill_replica ;;
+    kill-node) kill_node ;;
     stop-node) need_cluster; node_arg; stop_pid "patroni-$ARG" 60; say "$ARG stopped" ;;
     start-node) need_cluster; node_arg; alive "$(pid_of "patroni-$ARG")" && { say "$ARG is running"; exit 0; }; start_patroni "$ARG" ;;
     freeze-leader) freeze_leader ;;

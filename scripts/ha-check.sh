@@ -4,8 +4,9 @@
 # Patroni-managed PostgreSQL nodes with synchronous replication, HAProxy
 # routing by Patroni's REST API, two service processes behind the
 # branch-affine HAProxy) in a throw-away directory and runs its drills with
-# 32 clients selling and taking payments over 8 branches, every request with
-# a mutation id and retried with it until acknowledged:
+# 32 clients selling, taking payments and pushing tills' batches over 8
+# branches, every request with a mutation id and retried with it until
+# acknowledged:
 #
 #   failover  kill -9 of the leader's postmaster: a replica takes over, writes
 #             are back within 30 s, no acknowledged sale or payment is lost or
@@ -16,12 +17,19 @@
 #   freeze    SIGSTOP of the leader's Patroni (HAProxy loses its view of the
 #             node while its PostgreSQL runs on), SIGCONT once a replica
 #             leads: writes back once the lock's ttl ran out (within 45 s),
-#             nothing lost, the old leader rejoins as a replica.
+#             nothing lost, the old leader rejoins as a replica;
+#   node      the whole leader node lost: kill -9 of its Patroni and its
+#             postmaster, started again once a replica leads; like freeze,
+#             writes back once the lock's ttl ran out (within 45 s), nothing
+#             lost, the node rejoins as a replica.
 #
 # After each drill the new leader's database is checked: every acknowledged
 # write once with its content, icv gapless, hash chains verified, stock =
-# movements >= 0, balances = ledger >= 0. Finally `down`, and a check that
-# nothing of the cluster is left running. A few minutes.
+# movements >= 0, balances = ledger >= 0; and a till's feed cursor (max_rev
+# and epoch) taken before the fault gets 409 `resnapshot` after a drill
+# that promoted a replica (a new epoch), a page after one that did not.
+# Finally `down`, and a check that nothing of the cluster is left running.
+# About five minutes (debug build, this shared 2-core machine).
 #
 #   scripts/ha-check.sh        # PHARMACY_BIN defaults to target/debug/pharmacy (built if missing)
 #   HA_CHECK_PORT=19480 HA_CHECK_DRILLS=failover scripts/ha-check.sh
@@ -35,7 +43,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 started=$(date +%s)
 PORT="${HA_CHECK_PORT:-18880}"
-DRILLS="${HA_CHECK_DRILLS:-failover,replica,etcd,freeze}"
+DRILLS="${HA_CHECK_DRILLS:-failover,replica,etcd,freeze,node}"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 DIR="$ROOT/target/ha-bench/cluster"
 

@@ -24,6 +24,7 @@ use serde_json::{json, Value};
 use domain::db::Pool;
 
 use crate::api::Api;
+use crate::ha_cursor;
 use crate::prep::World;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +38,9 @@ pub enum Drill {
     /// SIGSTOP of the leader's Patroni (HAProxy loses its view of the node,
     /// its PostgreSQL runs on), SIGCONT once another node leads.
     Freeze,
+    /// The whole leader node lost: kill -9 of its Patroni and its
+    /// postmaster; started again once another node leads.
+    Node,
 }
 
 impl Drill {
@@ -46,7 +50,8 @@ impl Drill {
             "replica" => Drill::Replica,
             "etcd" => Drill::Etcd,
             "freeze" => Drill::Freeze,
-            other => bail!("unknown drill {other}: failover, replica, etcd or freeze"),
+            "node" => Drill::Node,
+            other => bail!("unknown drill {other}: failover, replica, etcd, freeze or node"),
         })
     }
 
@@ -56,6 +61,7 @@ impl Drill {
             Drill::Replica => "replica",
             Drill::Etcd => "etcd",
             Drill::Freeze => "freeze",
+            Drill::Node => "node",
         }
     }
 
@@ -65,7 +71,20 @@ impl Drill {
             Drill::Replica => &["kill-replica"],
             Drill::Etcd => &["kill-etcd", "e3"],
             Drill::Freeze => &["freeze-leader"],
+            Drill::Node => &["kill-node"],
         }
+    }
+
+    /// Whether the fault moves the leader (a promotion: a new timeline,
+    /// so a new feed epoch).
+    fn promotes(self) -> bool {
+        matches!(self, Drill::Failover | Drill::Freeze | Drill::Node)
+    }
+
+    /// Whether the leader keeps its lock until the lock's ttl (20 s) runs
+    /// out: nobody is left to hand it over.
+    fn waits_for_ttl(self) -> bool {
+        matches!(self, Drill::Freeze | Drill::Node)
     }
 }
 
@@ -86,6 +105,9 @@ pub struct DrillReport {
     /// The node the fault hit and its role once the cluster was whole again.
     pub fault_hit: String,
     pub members_after: Vec<String>,
+    /// What a till's feed cursor taken before the fault got afterwards
+    /// (409 `resnapshot` after a promotion, a page otherwise).
+    pub old_cursor: String,
     /// Distinct requests (mutation ids) the clients made.
     pub requests: u64,
     pub acknowledged_sales: u64,
@@ -213,6 +235,8 @@ pub async fn run(
         .collect();
 
     tokio::time::sleep(load.before).await;
+    let till = &world.branches[0].token;
+    let cursor = ha_cursor::take(&shared.http, &shared.base, till).await?;
     let fault_at = Instant::now();
     report.fault_hit = run_blocking(cluster, drill.fault())?;
     println!(
@@ -225,8 +249,9 @@ pub async fn run(
         run_blocking(cluster, &["start-etcd", "e3"])?;
         println!("  etcd member e3 started again");
     }
-    if drill == Drill::Freeze {
-        // Thawed once another node leads (the frozen one's lock expired).
+    if drill.waits_for_ttl() {
+        // Thawed (started again) once another node leads: the frozen or
+        // lost node's lock expired.
         let deadline = fault_at + Duration::from_secs(60);
         loop {
             let members = run_blocking(cluster, &["members"]).unwrap_or_default();
@@ -236,9 +261,14 @@ pub async fn run(
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        run_blocking(cluster, &["thaw", report.fault_hit.as_str()])?;
+        let again = if drill == Drill::Node {
+            "start-node"
+        } else {
+            "thaw"
+        };
+        run_blocking(cluster, &[again, report.fault_hit.as_str()])?;
         println!(
-            "  {} thawed {:.1} s after the freeze",
+            "  {again} {} {:.1} s after the fault",
             report.fault_hit,
             fault_at.elapsed().as_secs_f64()
         );
@@ -255,7 +285,7 @@ pub async fn run(
             seen_broken |= !ok;
             let done = ok
                 && match drill {
-                    Drill::Failover | Drill::Freeze => {
+                    Drill::Failover | Drill::Freeze | Drill::Node => {
                         leader_of(&members) != Some(report.leader_before.as_str())
                     }
                     Drill::Replica => seen_broken || fault_at.elapsed() > Duration::from_secs(10),
@@ -282,18 +312,23 @@ pub async fn run(
         .map(str::to_owned)
         .collect();
 
-    // A frozen leader keeps its lock until the lock's ttl (20 s) runs out:
-    // that drill's bound is the ttl's, not the failover's.
-    let within = if drill == Drill::Freeze {
+    // A frozen or lost leader keeps its lock until the lock's ttl (20 s)
+    // runs out: those drills' bound is the ttl's, not the failover's.
+    let within = if drill.waits_for_ttl() {
         load.writes_back_within.max(Duration::from_secs(45))
     } else {
         load.writes_back_within
     };
     tally(&mut report, &logs, fault_at, within);
     check(&mut report, &shared, &logs, pool).await?;
-    if matches!(drill, Drill::Failover | Drill::Freeze)
-        && report.leader_after == report.leader_before
-    {
+    match ha_cursor::check(&shared.http, &shared.base, till, &cursor, drill.promotes()).await? {
+        Ok(seen) => report.old_cursor = seen,
+        Err(wrong) => {
+            report.old_cursor = wrong.clone();
+            report.failures.push(wrong);
+        }
+    }
+    if drill.promotes() && report.leader_after == report.leader_before {
         report
             .failures
             .push(format!("the leader is still {}", report.leader_before));
@@ -753,6 +788,7 @@ pub fn print_report(r: &DrillReport) {
         r.whole_again_after_ms
             .map_or("never".to_owned(), |ms| format!("{ms} ms"))
     );
+    println!("  a till's cursor from before the fault: {}", r.old_cursor);
     for m in &r.members_after {
         println!("    {m}");
     }
@@ -762,11 +798,12 @@ pub fn print_report(r: &DrillReport) {
 }
 
 pub fn print_table(reports: &[DrillReport]) {
-    println!("\n| drill | acknowledged | time without writes | writes back after | 503 answers | unanswered | lost | duplicates | whole again after | checks |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("\n| drill | acknowledged | time without writes | writes back after | 503 answers | unanswered | lost | duplicates | whole again after | old cursor | checks |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for r in reports {
+        let cursor: Vec<&str> = r.old_cursor.split_whitespace().take(2).collect();
         println!(
-            "| {} | {} | {:.1} s | {:.1} s | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {:.1} s | {:.1} s | {} | {} | {} | {} | {} | {} | {} |",
             r.drill,
             r.acknowledged_sales + r.acknowledged_payments + r.acknowledged_pushed,
             r.ms_without_writes as f64 / 1000.0,
@@ -780,6 +817,7 @@ pub fn print_table(reports: &[DrillReport]) {
                     "{:.1} s",
                     ms as f64 / 1000.0
                 )),
+            cursor.join(" "),
             if r.ok { "held" } else { "FAILED" }
         );
     }

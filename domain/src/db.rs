@@ -1,12 +1,17 @@
 //! Thin helpers that run sea-query statements through a pooled connection
 //! with cached prepared statements, so every call site binds parameters.
 
-use deadpool_postgres::GenericClient;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use deadpool_postgres::{ClientWrapper, GenericClient};
 use sea_query::PostgresQueryBuilder;
 use sea_query_postgres::{PostgresBinder, PostgresValues};
 use tokio_postgres::Row;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 pub use deadpool_postgres::{Object, Pool, Transaction};
 
@@ -160,7 +165,8 @@ pub async fn pipeline<C: GenericClient + Sync>(
 /// SAVEPOINT`) is queued ahead of whatever the connection runs next, as
 /// tokio-postgres does when its own transactions are dropped. A failed
 /// statement fails the ones after it, so nothing is committed past an
-/// error; `commit` waits for its answer.
+/// error; `commit` waits for its answer, for as long as the statement
+/// timeout at most (see `Tx::commit`).
 pub struct Tx<'a> {
     client: &'a Object,
     /// The savepoint this is, or `None` for the transaction itself.
@@ -200,11 +206,46 @@ impl<'a> Tx<'a> {
     }
 
     /// Commits (a savepoint: releases it into its transaction).
+    ///
+    /// With a synchronous standby, PostgreSQL writes the commit locally and
+    /// then waits for the standby. The statement timeout does not bound
+    /// that wait (the server disarms it before it commits), so a standby
+    /// that hangs without disconnecting would hold the request, and its
+    /// branch's actor, for as long as it hangs; and a cancel request in
+    /// that wait ends it with a WARNING and a successful `COMMIT`, a write
+    /// acknowledged on one node only. So the wait is bounded here, by the
+    /// statement timeout (`bound_commits_by`), and never cancelled: past
+    /// the bound the outcome is unknown, the answer is 503
+    /// `database_unavailable` and the connection is abandoned, never
+    /// pooled again (its session goes on waiting and acknowledges nothing;
+    /// see `abandon`). A client that retries with its mutation id then
+    /// gets one effect: the commit's locks keep the retry waiting until
+    /// the standby answers (the first attempt's answer, replayed) or the
+    /// node is lost (the new leader has the commit, replayed, or has not,
+    /// and makes it now). No statement and no round trip is added.
     pub async fn commit(mut self) -> Result<()> {
         self.finished = true;
         let client: &tokio_postgres::Client = self.client;
         match self.savepoint {
-            None => client.batch_execute("COMMIT").await?,
+            None => {
+                let commit = client.batch_execute("COMMIT");
+                match commit_bound() {
+                    None => commit.await?,
+                    Some(bound) => match tokio::time::timeout(bound, commit).await {
+                        Ok(done) => done?,
+                        Err(_) => {
+                            abandon(self.client);
+                            tracing::warn!(
+                                bound_ms = bound.as_millis() as u64,
+                                "COMMIT unconfirmed within the statement timeout \
+                                 (a synchronous standby not answering?); its connection \
+                                 is abandoned and the request answered 503"
+                            );
+                            return Err(Error::commit_unknown());
+                        }
+                    },
+                }
+            }
             Some(name) => {
                 client
                     .batch_execute(&format!("RELEASE SAVEPOINT {name}"))
@@ -249,6 +290,61 @@ impl Drop for Tx<'_> {
             }
         }
     }
+}
+
+/// The longest a `COMMIT` is waited for, in milliseconds (0: no bound).
+static COMMIT_BOUND_MS: AtomicU64 = AtomicU64::new(0);
+
+/// Bounds every `Tx::commit` by `statement_timeout` (the pool's), so no
+/// request waits past it for a commit. The longest bound any pool of the
+/// process asked for holds: a process builds its pools from one
+/// configuration, and a shorter bound set by one pool must not cut
+/// another's commits short. Zero (no statement timeout) leaves commits
+/// unbounded, as the server leaves them.
+pub fn bound_commits_by(statement_timeout: Duration) {
+    let ms = u64::try_from(statement_timeout.as_millis()).unwrap_or(u64::MAX);
+    COMMIT_BOUND_MS.fetch_max(ms, Ordering::Relaxed);
+}
+
+fn commit_bound() -> Option<Duration> {
+    match COMMIT_BOUND_MS.load(Ordering::Relaxed) {
+        0 => None,
+        ms => Some(Duration::from_millis(ms)),
+    }
+}
+
+/// The pooled connections whose `COMMIT` went unconfirmed, by the address
+/// of their statement cache (one per connection, for its whole life; the
+/// hook never sees the pool's own object id).
+static ABANDONED: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
+
+fn connection_key(client: &ClientWrapper) -> usize {
+    Arc::as_ptr(&client.statement_cache).addr()
+}
+
+/// Marks `client` never to be handed out again: its session is still
+/// waiting for a `COMMIT` (for the synchronous standby), so a request on
+/// it would queue behind that wait. The pool's pre-recycle hook
+/// (`abandoned`) drops it the next time the pool would hand it out;
+/// dropping it closes the socket and leaves the server's session waiting
+/// on, holding its locks until the standby answers or the node goes,
+/// never acknowledging. (A mark outliving its connection, when a pool is
+/// closed, costs at most one needless reconnect of a later connection at
+/// the same address.)
+fn abandon(client: &Object) {
+    ABANDONED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(connection_key(client));
+}
+
+/// The pool's pre-recycle check: true (and forgotten) for a connection
+/// `abandon` marked, which the pool then drops instead of handing out.
+pub fn abandoned(client: &ClientWrapper) -> bool {
+    ABANDONED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&connection_key(client))
 }
 
 /// Whether the database `pool` reaches answers and takes writes: false

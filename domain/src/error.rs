@@ -169,6 +169,9 @@ pub enum Error {
     Internal(String),
 }
 
+const COMMIT_UNKNOWN: &str =
+    "The database has not confirmed the write yet; please retry it with the same client_mutation_id shortly.";
+
 impl Error {
     /// A sale or change the rules refuse (400, 403, 404, or a coded 409 such
     /// as a serial already dispensed): it is answered,
@@ -262,6 +265,25 @@ impl Error {
             retry_after,
             code: Code::DatabaseUnavailable,
         }
+    }
+
+    /// 503: a `COMMIT` the database did not confirm within the statement
+    /// timeout (a synchronous standby not answering). It may stand later
+    /// or never; the client retries with its mutation id and gets one
+    /// effect either way (`db::Tx::commit`).
+    pub fn commit_unknown() -> Self {
+        Error::Unavailable {
+            detail: COMMIT_UNKNOWN.to_owned(),
+            retry_after: 2,
+            code: Code::DatabaseUnavailable,
+        }
+    }
+
+    /// Whether this is `commit_unknown`: nothing may be made again in its
+    /// place (the group commit's one-by-one fallback would wait on the
+    /// unconfirmed commit's locks).
+    pub fn is_commit_unknown(&self) -> bool {
+        matches!(self, Error::Unavailable { detail, .. } if detail == COMMIT_UNKNOWN)
     }
 
     /// The stable code of this problem.
@@ -479,7 +501,7 @@ impl From<actors::Refused> for Error {
 mod tests {
     use tokio_postgres::error::SqlState;
 
-    use super::unavailable_state;
+    use super::{unavailable_state, Code, Error};
 
     #[test]
     fn what_a_failover_answers_is_unavailable_and_a_clients_mistake_is_not() {
@@ -500,5 +522,16 @@ mod tests {
                 "{code} is not about the database being away"
             );
         }
+    }
+
+    #[test]
+    fn an_unconfirmed_commit_is_the_lost_databases_503_and_known_apart() {
+        let unknown = Error::commit_unknown();
+        assert_eq!(unknown.code(), Code::DatabaseUnavailable);
+        assert!(matches!(unknown, Error::Unavailable { retry_after: 2, .. }));
+        assert!(unknown.is_commit_unknown());
+        assert!(!unknown.is_refusal());
+        assert!(!Error::database_unavailable(2).is_commit_unknown());
+        assert!(!Error::busy("busy").is_commit_unknown());
     }
 }

@@ -10,7 +10,9 @@
 //! of round trips). A refused request leaves nothing behind and the others
 //! go on; a fault (deadlock with another server process, lost connection,
 //! a compare-and-set another process won) drops the group's transaction
-//! and every request is made again alone (`Group::alone`).
+//! and every request is made again alone (`Group::alone`). A commit the
+//! database did not confirm in time (`Error::commit_unknown`) is not made
+//! again: every request of the group is answered 503 and retried.
 //!
 //! Admission stays bounded: a branch's queue holds at most the branch
 //! mailbox capacity, and a request that finds it full is refused (503) at
@@ -378,6 +380,13 @@ pub async fn with_fallback<G: Group>(
     }
     match G::together(pool, requests).await {
         Ok(outcomes) => outcomes,
+        // The group's COMMIT went unconfirmed and may yet stand: made again
+        // one by one, each request would wait on its locks. Each is
+        // answered 503 and comes back with its mutation id.
+        Err(fault) if fault.is_commit_unknown() => requests
+            .iter()
+            .map(|_| Err(Error::commit_unknown()))
+            .collect(),
         Err(fault) => {
             tracing::warn!(error = ?fault, group = G::NAME, requests = requests.len(), "group failed; making its requests one by one");
             GROUP_FALLBACKS.with_label_values(&[G::LABEL]).inc();

@@ -6,15 +6,15 @@
 //! point-in-time restore, as after losing the primary) under a running
 //! service, and checks what a till with an old cursor sees.
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use pharmacy::devdb::{self, ClusterSpec};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+use crate::common::pg_tools::{free_port, pg_tool, run_tool};
 use crate::common::{assert_problem, Role, TestApp};
 
 /// The highest rev the sequence has handed out: the feed's head.
@@ -191,36 +191,6 @@ async fn a_cursor_of_the_current_epoch_works_as_before_with_or_without_it() {
 
 // ------------------------------------------------------- a real promotion
 
-/// PostgreSQL's tools, run as the cluster's owner (`postgres` when root).
-fn pg_tool(name: &str) -> Command {
-    let bin = devdb::find_binaries().expect("PostgreSQL binaries");
-    let mut cmd = Command::new(bin.join(name));
-    if nix::unistd::Uid::effective().is_root() {
-        let user = nix::unistd::User::from_name("postgres")
-            .unwrap()
-            .expect("a postgres user");
-        cmd.uid(user.uid.as_raw()).gid(user.gid.as_raw());
-        cmd.env("HOME", &user.dir).current_dir("/");
-    }
-    cmd.stdin(Stdio::null());
-    cmd
-}
-
-/// Runs a tool off the test's runtime thread, so the HTTP client keeps
-/// seeing its idle connections close meanwhile.
-async fn run(mut cmd: Command, what: &str) {
-    let out = tokio::task::spawn_blocking(move || cmd.output())
-        .await
-        .unwrap()
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// The test's own cluster (the primary), and the restored one that takes
 /// its place; both stopped and deleted at the end.
 struct Clusters {
@@ -282,11 +252,7 @@ async fn start_restored(data: &Path, port: u16, run_dir: &Path, log: &Path) {
 
 #[tokio::test]
 async fn after_a_restore_and_promotion_an_old_cursor_is_409_and_a_fresh_snapshot_works() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let spec = ClusterSpec {
         dir: PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("target/test-pg")
@@ -329,7 +295,7 @@ async fn after_a_restore_and_promotion_an_old_cursor_is_409_and_a_fresh_snapshot
         .args(["-h", "127.0.0.1", "-p", &started.port.to_string()])
         .args(["-U", "postgres", "-X", "stream", "-c", "fast", "-D"])
         .arg(&clusters.restored);
-    run(backup, "pg_basebackup").await;
+    run_tool(backup, "pg_basebackup").await;
 
     // Writes the backup does not have: more than the 32 revs a sequence
     // logs ahead, so the restored head is behind the till's cursor.
@@ -367,7 +333,7 @@ async fn after_a_restore_and_promotion_an_old_cursor_is_409_and_a_fresh_snapshot
         .args(["promote", "-w", "-t", "60", "-D"])
         .arg(&clusters.restored)
         .stdout(Stdio::null());
-    run(promote, "pg_ctl promote").await;
+    run_tool(promote, "pg_ctl promote").await;
 
     // The till's cursor from the lost writes: beyond the restored head.
     let (status, body) = get_through_failover(

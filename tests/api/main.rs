@@ -76,6 +76,7 @@ mod supplier_finance;
 mod supplier_invoices;
 mod supplier_returns;
 mod suppliers;
+mod sync_commit;
 mod sync_feed;
 mod sync_pull;
 mod sync_push;

@@ -17,13 +17,17 @@
 //! of the leader's postmaster; `replica`: kill -9 of the synchronous
 //! standby's; `etcd`: kill -9 of one etcd member, started again after;
 //! `freeze`: SIGSTOP of the leader's Patroni, so HAProxy loses its view of
-//! the node while its PostgreSQL runs on, SIGCONT once another node leads);
+//! the node while its PostgreSQL runs on, SIGCONT once another node leads;
+//! `node`: the whole leader node lost, kill -9 of its Patroni and its
+//! postmaster, the node started again once another node leads);
 //! a request not answered with success is sent again with the same mutation
 //! id and body until it is, for up to 60 s. Then, through the API and in the
 //! database the write port leads to (the new leader): every acknowledged
 //! sale and payment is there once with its content, nothing is there twice,
 //! every branch's icv is gapless and its hash chain verifies, stock = Σ
-//! movements ≥ 0 and balances = Σ ledger ≥ 0. Printed: time without writes
+//! movements ≥ 0 and balances = Σ ledger ≥ 0; a till's feed cursor taken
+//! before the fault gets 409 `resnapshot` after a promotion (a new epoch)
+//! and still reads otherwise. Printed: time without writes
 //! (first refused write to the first write accepted after it), requests
 //! answered 503, acknowledged-but-lost (must be 0), duplicates (must be 0),
 //! and how long the cluster took to be whole again (the old leader back as
@@ -45,6 +49,8 @@ mod api;
 
 #[path = "../cli.rs"]
 mod cli;
+#[path = "../ha_cursor.rs"]
+mod ha_cursor;
 #[allow(dead_code)]
 #[path = "../ha_drill.rs"]
 mod ha_drill;
@@ -73,7 +79,7 @@ use crate::prep::Sizes;
     about = "Fault drills of the HA topology under load: lost and doubled acknowledged writes, time without writes"
 )]
 struct Cli {
-    /// Drills, comma-separated: failover, replica, etcd, freeze; `sync-cost`
+    /// Drills, comma-separated: failover, replica, etcd, freeze, node; `sync-cost`
     /// measures throughput with synchronous_commit on, remote_write, and
     /// asynchronous standbys instead.
     #[arg(value_delimiter = ',', default_value = "failover")]

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod pg_tools;
+
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::OnceLock;

@@ -32,6 +32,8 @@ pub mod sales;
 pub mod session;
 pub mod settings;
 pub mod stock;
+pub mod supplier_invoices;
+pub mod supplier_returns;
 pub mod suppliers;
 pub mod sync;
 pub mod table;

@@ -20,6 +20,7 @@ mod buying_flow;
 mod compliance;
 mod console;
 mod console_browser;
+mod console_buying;
 mod console_counter;
 mod console_daily;
 mod console_stock_moves;

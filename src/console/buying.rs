@@ -4,23 +4,22 @@
 //! line with its batch, expiry, accepted and rejected units). Every step is
 //! the API's own function: `orders::from_reorder`, `orders::move_order`,
 //! `received::create` and the branch actor's `PostNote`, under the same
-//! role checks as `/purchase-orders` and `/goods-received`.
+//! role checks as `/purchase-orders` and `/goods-received`. Receiving is
+//! in [`super::delivery`], editing a draft's lines in
+//! [`super::order_lines`]; both are forms of the order's page.
 
 use actix_web::http::StatusCode;
 use actix_web::web;
 use askama::Template;
 use serde::Deserialize;
 
-use super::forms::{self, base_of, Choice, Pager};
+use super::forms::{base_of, Choice, Pager, Sent};
 use super::{
     branch_options, html_status, money, optional_id, see_other, when, BranchOption, Chrome,
     NoFields, Notice, Outcome, Posted, Staff,
 };
 use crate::state::AppState;
 use domain::buying::orders::{self, FromReorderRequest, Move, PurchaseOrder};
-use domain::buying::received::{
-    self, GoodsReceivedRequest, PostNote, PostOptions, ReceivedLineRequest,
-};
 use domain::input::path_id;
 use domain::paging::PageParams;
 use domain::suppliers::{self, Activity};
@@ -33,7 +32,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             web::post().to(from_reorder),
         )
         .route("/purchase-orders/{id}", web::get().to(order_page))
-        .route("/purchase-orders/{id}/receive", web::post().to(receive))
+        .route(
+            "/purchase-orders/{id}/receive",
+            web::post().to(super::delivery::receive),
+        )
+        .route(
+            "/purchase-orders/{id}/lines",
+            web::post().to(super::order_lines::edit),
+        )
         .route("/purchase-orders/{id}/{move}", web::post().to(move_order));
 }
 
@@ -216,6 +222,12 @@ pub struct LineRow {
     pub outstanding_counted: i32,
     pub unit_cost: String,
     pub total: String,
+    /// The edit form's quantity (in what the line counts) and cost: as
+    /// sent when the edit was refused, else the line's.
+    pub edit_quantity: String,
+    pub edit_cost: String,
+    pub remove: bool,
+    pub edit_error: Option<String>,
 }
 
 /// A move's button: its route name, label and whether the role has it.
@@ -242,7 +254,14 @@ struct OrderPage {
     lines: Vec<LineRow>,
     moves: Vec<MoveButton>,
     can_receive: bool,
-    sent: ReceiveForm,
+    can_edit: bool,
+    /// What the refused form sent (`about` names it: `lines`, `receive`).
+    sent: Sent,
+    about: String,
+    /// The edit form's new line and the charges of a delivery, with the
+    /// refusal beside their field.
+    add_error: Option<String>,
+    charges: Vec<super::forms::Field>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -250,7 +269,11 @@ pub struct OrderQuery {
     pub done: Option<String>,
 }
 
-async fn visible_order(state: &AppState, staff: &Staff, raw: &str) -> Result<PurchaseOrder, Error> {
+pub(super) async fn visible_order(
+    state: &AppState,
+    staff: &Staff,
+    raw: &str,
+) -> Result<PurchaseOrder, Error> {
     staff.caller.require(Action::ReadPurchaseOrders)?;
     let id = path_id(raw, "Purchase order")?;
     let client = state.pool.get().await?;
@@ -280,14 +303,19 @@ fn move_named(name: &str) -> Option<Move> {
     .find(|m| m.name() == name)
 }
 
-fn show_order(
+pub(super) fn show_order(
     staff: &Staff,
     o: &PurchaseOrder,
     notice: Notice,
-    sent: ReceiveForm,
+    sent: Sent,
+    about: &str,
     code: StatusCode,
 ) -> Outcome {
     let role = staff.role();
+    let editing = about == "lines";
+    let quiet = Notice::default();
+    let for_receipt = if about == "receive" { &notice } else { &quiet };
+    let charges = super::delivery::charge_fields(&sent, for_receipt);
     let moves = [
         (Move::Submit, "Submit for approval", false),
         (Move::Approve, "Approve", false),
@@ -305,6 +333,53 @@ fn show_order(
     })
     .collect();
     let receivable = ["sent", "partially_received"].contains(&o.status.as_str());
+    let add_error = if editing {
+        notice.for_field("add").map(str::to_owned)
+    } else {
+        None
+    };
+    let lines: Vec<LineRow> = o
+        .lines
+        .iter()
+        .map(|l| LineRow {
+            edit_quantity: if editing {
+                sent.row("qty", &l.id.to_string())
+            } else if l.pack_id.is_some() {
+                l.packs_ordered.to_string()
+            } else {
+                l.quantity_ordered.to_string()
+            },
+            edit_cost: if editing {
+                sent.row("cost", &l.id.to_string())
+            } else {
+                l.unit_cost.normalize().to_string()
+            },
+            remove: editing && sent.ticked(&format!("remove-{}", l.id)),
+            edit_error: if editing {
+                notice
+                    .for_field(&format!("qty-{}", l.id))
+                    .map(str::to_owned)
+            } else {
+                None
+            },
+            id: l.id.to_string(),
+            medicine_id: l.medicine_id.to_string(),
+            medicine: l.medicine_name.clone(),
+            pack: if l.pack_id.is_some() {
+                format!("packs of {}", l.pack_units)
+            } else {
+                "units".to_owned()
+            },
+            pack_id: l.pack_id.map(|p| p.to_string()).unwrap_or_default(),
+            ordered: l.quantity_ordered,
+            received: l.quantity_received,
+            rejected: l.quantity_rejected,
+            outstanding: l.outstanding,
+            outstanding_counted: l.outstanding / l.pack_units.max(1),
+            unit_cost: l.unit_cost.normalize().to_string(),
+            total: money(l.line_total),
+        })
+        .collect();
     html_status(
         code,
         &OrderPage {
@@ -319,31 +394,14 @@ fn show_order(
             notes: o.notes.clone(),
             total: money(o.total),
             created: format!("{} by {}", when(o.created_at), o.created_by_name),
-            lines: o
-                .lines
-                .iter()
-                .map(|l| LineRow {
-                    id: l.id.to_string(),
-                    medicine_id: l.medicine_id.to_string(),
-                    medicine: l.medicine_name.clone(),
-                    pack: if l.pack_id.is_some() {
-                        format!("packs of {}", l.pack_units)
-                    } else {
-                        "units".to_owned()
-                    },
-                    pack_id: l.pack_id.map(|p| p.to_string()).unwrap_or_default(),
-                    ordered: l.quantity_ordered,
-                    received: l.quantity_received,
-                    rejected: l.quantity_rejected,
-                    outstanding: l.outstanding,
-                    outstanding_counted: l.outstanding / l.pack_units.max(1),
-                    unit_cost: l.unit_cost.normalize().to_string(),
-                    total: money(l.line_total),
-                })
-                .collect(),
+            lines,
             moves,
             can_receive: receivable && Action::ReceiveGoods.permits(role),
+            can_edit: o.status == "draft" && Action::ManagePurchaseOrders.permits(role),
             sent,
+            about: about.to_owned(),
+            add_error,
+            charges,
         },
     )
 }
@@ -358,12 +416,13 @@ async fn order_page(
     let notice = match q.done.as_deref() {
         Some("drafted") => Notice::done("A draft order was made from the reorder list."),
         Some("received") => Notice::done("The delivery was received: its batches are in stock."),
+        Some("edited") => Notice::done("The order's lines were saved."),
         Some(m) if move_named(m).is_some() => {
             Notice::done(format!("The order is now {}.", o.status.replace('_', " ")))
         }
         _ => Notice::default(),
     };
-    show_order(&staff, &o, notice, ReceiveForm::default(), StatusCode::OK)
+    show_order(&staff, &o, notice, Sent::default(), "", StatusCode::OK)
 }
 
 async fn move_order(
@@ -389,143 +448,10 @@ async fn move_order(
                 &staff,
                 &o,
                 Notice::from_error(&e),
-                ReceiveForm::default(),
+                Sent::default(),
+                "",
                 code,
             )
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// The delivery form: the reference, and per order line
-/// `<field>-<line id>` for batch, expiry, accepted, rejected, reason and cost.
-#[derive(Debug, Default, Clone)]
-pub struct ReceiveForm {
-    pub delivery_reference: String,
-    pub accept_short_dated: bool,
-    pub fields: std::collections::HashMap<String, String>,
-}
-
-impl ReceiveForm {
-    fn of(pairs: Vec<(String, String)>) -> ReceiveForm {
-        let mut f = ReceiveForm::default();
-        for (k, v) in pairs {
-            match k.as_str() {
-                "delivery_reference" => f.delivery_reference = v,
-                "accept_short_dated" => f.accept_short_dated = !v.is_empty(),
-                _ => {
-                    f.fields.insert(k, v);
-                }
-            }
-        }
-        f
-    }
-
-    /// What was sent for `field` of line `id` (to show it again).
-    pub fn value(&self, field: &str, id: &str) -> String {
-        self.fields
-            .get(&format!("{field}-{id}"))
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    fn request(&self, o: &PurchaseOrder) -> Result<GoodsReceivedRequest, Error> {
-        let mut lines = Vec::new();
-        for l in &o.lines {
-            let id = l.id.to_string();
-            let get = |f: &str| self.value(f, &id);
-            let received = forms::decimal("quantity_received", &get("received"))?;
-            let rejected = forms::decimal("quantity_rejected", &get("rejected"))?;
-            if received.is_none() && rejected.is_none() {
-                continue;
-            }
-            let expiry = forms::date("expiry_date", &get("expiry"))?.ok_or_else(|| {
-                Error::validation(
-                    "expiry_date",
-                    format!(
-                        "Enter the expiry date of the {} delivered.",
-                        l.medicine_name
-                    ),
-                )
-            })?;
-            let reason = get("reason");
-            lines.push(ReceivedLineRequest {
-                purchase_order_line_id: Some(l.id),
-                medicine_id: l.medicine_id,
-                pack_id: l.pack_id,
-                batch_number: get("batch"),
-                expiry_date: expiry,
-                manufacturing_date: None,
-                quantity_received: received.unwrap_or_default(),
-                quantity_rejected: rejected,
-                rejection_reason: (!reason.trim().is_empty()).then_some(reason),
-                unit_cost: forms::decimal("unit_cost", &get("cost"))?.unwrap_or(l.unit_cost),
-            });
-        }
-        if lines.is_empty() {
-            return Err(Error::validation(
-                "lines",
-                "Enter what was delivered of at least one line.",
-            ));
-        }
-        Ok(GoodsReceivedRequest {
-            supplier_id: o.supplier_id,
-            branch_id: Some(o.branch_id),
-            purchase_order_id: Some(o.id),
-            delivery_reference: self.delivery_reference.clone(),
-            lines,
-            charges: Vec::new(),
-        })
-    }
-}
-
-async fn receive(
-    state: web::Data<AppState>,
-    id: web::Path<String>,
-    posted: Posted<Vec<(String, String)>>,
-) -> Outcome {
-    let Posted { staff, form } = posted;
-    staff.caller.require(Action::ReceiveGoods)?;
-    let o = visible_order(&state, &staff, &id).await?;
-    let form = ReceiveForm::of(form);
-    if form.accept_short_dated && !Action::AcceptShortDated.permits(staff.role()) {
-        return Err(Error::forbidden(
-            "Only a branch manager, a pharmacist or an admin may accept short-dated stock.",
-        )
-        .into());
-    }
-    let attempt = async {
-        let branch_id = staff.caller.branch_scope(Some(o.branch_id))?;
-        let note = form
-            .request(&o)?
-            .validate(branch_id, staff.caller.user_id)?;
-        let draft = received::create(&state.pool, note).await?;
-        let command = PostNote {
-            id: draft.id,
-            options: PostOptions {
-                allow_over_receipt: false,
-                accept_short_dated: form.accept_short_dated,
-            },
-            user_id: staff.caller.user_id,
-        };
-        match state.actors.branch(branch_id, command).await {
-            Ok(posted) => Ok(posted),
-            Err(e) => {
-                // Refused as a whole: the draft made for it goes too, so
-                // the next attempt starts clean.
-                received::discard(&state.pool, draft.id, branch_id).await?;
-                Err(e)
-            }
-        }
-    };
-    match attempt.await {
-        Ok(_) => Ok(see_other(&format!(
-            "/console/purchase-orders/{}?done=received",
-            o.id
-        ))),
-        Err(e @ (Error::Validation { .. } | Error::Coded { .. } | Error::Conflict(_))) => {
-            let code = actix_web::ResponseError::status_code(&e);
-            show_order(&staff, &o, Notice::from_error(&e), form, code)
         }
         Err(e) => Err(e.into()),
     }

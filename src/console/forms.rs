@@ -3,12 +3,14 @@
 //! as sent, and the refusal's words beside it when the last post was
 //! refused for that field, so the daily-work pages do not repeat markup.
 
+use std::collections::HashMap;
 use std::str::FromStr;
 
 use chrono::NaiveDate;
 use domain::paging::Page;
 use domain::Error;
 use rust_decimal::Decimal;
+use uuid::Uuid;
 
 use super::Notice;
 
@@ -172,6 +174,53 @@ impl Form {
     }
 }
 
+/// What a form sent, by name: plain fields and per-row fields named
+/// `<field>-<row id>`, kept so a refused form is shown again as it was.
+#[derive(Debug, Default, Clone)]
+pub struct Sent(HashMap<String, String>);
+
+impl Sent {
+    /// The pairs of a posted form (a name sent twice keeps its last value).
+    pub fn of(pairs: Vec<(String, String)>) -> Sent {
+        Sent(pairs.into_iter().collect())
+    }
+
+    /// What was sent for `name` (blank when nothing).
+    pub fn get(&self, name: &str) -> String {
+        self.0.get(name).cloned().unwrap_or_default()
+    }
+
+    /// What was sent for `field` of row `id`.
+    pub fn row(&self, field: &str, id: &str) -> String {
+        self.get(&format!("{field}-{id}"))
+    }
+
+    /// Replaces what was sent for `name` (a form filled in by the server,
+    /// such as a scan).
+    pub fn set(&mut self, name: &str, value: impl Into<String>) {
+        self.0.insert(name.to_owned(), value.into());
+    }
+
+    /// Whether a checkbox `name` was ticked.
+    pub fn ticked(&self, name: &str) -> bool {
+        self.0.get(name).is_some_and(|v| !v.is_empty())
+    }
+}
+
+/// The row id of a per-row field name: `qty-<uuid>` is row `<uuid>` of
+/// field `qty`.
+pub fn row_id(name: &str, field: &str) -> Option<Uuid> {
+    let id = name.strip_prefix(field)?.strip_prefix('-')?;
+    Uuid::parse_str(id).ok()
+}
+
+/// The index of an API field naming one item of a list: `lines[3].quantity`
+/// is item 3 of `lines` (to put a refusal beside the row it came from).
+pub fn indexed(field: &str, list: &str) -> Option<usize> {
+    let rest = field.strip_prefix(list)?.strip_prefix('[')?;
+    rest.split(']').next()?.parse().ok()
+}
+
 /// A checkbox's form value as a flag.
 pub fn ticked(v: &Option<String>) -> bool {
     v.as_deref().is_some_and(|s| !s.is_empty())
@@ -261,6 +310,33 @@ pub fn base_of(path: &str, pairs: &[(&str, &str)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn row_ids_and_list_indexes_are_read_from_names() {
+        let id = Uuid::nil();
+        assert_eq!(row_id(&format!("qty-{id}"), "qty"), Some(id));
+        assert_eq!(row_id(&format!("qtyx-{id}"), "qty"), None);
+        assert_eq!(row_id("qty-7", "qty"), None);
+        assert_eq!(indexed("lines[3].quantity", "lines"), Some(3));
+        assert_eq!(indexed("charges[0].amount", "charges"), Some(0));
+        assert_eq!(indexed("charges[0].amount", "lines"), None);
+        assert_eq!(indexed("lines", "lines"), None);
+    }
+
+    #[test]
+    fn sent_reads_plain_and_row_fields() {
+        let s = Sent::of(vec![
+            ("reason".into(), "broken".into()),
+            ("qty-7".into(), "3".into()),
+            ("on".into(), "on".into()),
+            ("qty-7".into(), "4".into()),
+        ]);
+        assert_eq!(s.get("reason"), "broken");
+        assert_eq!(s.row("qty", "7"), "4");
+        assert_eq!(s.get("missing"), "");
+        assert!(s.ticked("on"));
+        assert!(!s.ticked("reason-x"));
+    }
 
     #[test]
     fn an_error_goes_beside_its_field_or_above_the_form() {

@@ -16,7 +16,7 @@ use rust_decimal::Decimal;
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::forms::{base_of, Choice, Pager};
+use super::forms::{self, base_of, Choice, Pager};
 use super::{
     branch_options, html_status, money, optional_id, see_other, when, BranchOption, Chrome, Notice,
     Outcome, Posted, Staff,
@@ -401,10 +401,7 @@ impl ReturnForm {
                 "restock" => f.restock = Some(v),
                 "client_mutation_id" => f.mutation_id = v,
                 other => {
-                    if let Some(id) = other
-                        .strip_prefix("qty-")
-                        .and_then(|s| Uuid::parse_str(s).ok())
-                    {
+                    if let Some(id) = forms::row_id(other, "qty") {
                         f.lines.push((id, v));
                     }
                 }

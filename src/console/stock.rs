@@ -12,7 +12,7 @@ use rust_decimal::Decimal;
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::forms::{base_of, Choice, Pager};
+use super::forms::{self, base_of, Choice, Pager};
 use super::{
     branch_options, html_status, money, optional_id, see_other, BranchOption, Chrome, Notice,
     Outcome, Posted, Staff,
@@ -298,10 +298,7 @@ impl WriteOffForm {
                 "witness_user_id" => f.witness_user_id = v,
                 "back" => f.back = v,
                 other => {
-                    if let Some(id) = other
-                        .strip_prefix("qty-")
-                        .and_then(|s| Uuid::parse_str(s).ok())
-                    {
+                    if let Some(id) = forms::row_id(other, "qty") {
                         f.lines.push((id, v));
                     }
                 }

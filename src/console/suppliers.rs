@@ -5,7 +5,9 @@
 //! highlighted when it holds the invoice) and the balance owed. An
 //! invoice on hold is released, and an invoice paid, through the same
 //! domain functions as `POST /supplier-finance/invoices/{id}/release` and
-//! `/payments`, after the same role checks.
+//! `/payments`, after the same role checks. Recording an invoice is in
+//! [`super::supplier_invoices`], returns and debit notes in
+//! [`super::supplier_returns`]; both are forms of this page.
 
 use actix_web::http::StatusCode;
 use actix_web::web;
@@ -14,9 +16,12 @@ use rust_decimal::Decimal;
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::forms::{self, base_of, Choice, Pager};
+use super::forms::{self, base_of, Choice, Form, Pager, Sent};
+use super::supplier_invoices::{self, RecordView};
+use super::supplier_returns::{self, ReturnRow};
 use super::{html_status, money, see_other, when, Chrome, Notice, Outcome, Posted, Staff};
 use crate::state::AppState;
+use domain::buying::received::GoodsReceivedNote;
 use domain::buying::{orders, received};
 use domain::input::path_id;
 use domain::paging::{Page, PageParams};
@@ -28,6 +33,14 @@ use domain::{Action, Error};
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/suppliers", web::get().to(directory))
         .route("/suppliers/{id}", web::get().to(supplier_page))
+        .route(
+            "/suppliers/{id}/invoices",
+            web::post().to(supplier_invoices::record),
+        )
+        .route(
+            "/suppliers/{id}/returns",
+            web::post().to(supplier_returns::send_back),
+        )
         .route("/supplier-invoices/{id}/release", web::post().to(release))
         .route("/supplier-invoices/{id}/payments", web::post().to(pay));
 }
@@ -171,6 +184,7 @@ struct SupplierPage {
     chrome: Option<Chrome>,
     csrf: String,
     notice: Notice,
+    supplier_id: String,
     name: String,
     contact: String,
     phone: String,
@@ -183,8 +197,49 @@ struct SupplierPage {
     can_release: bool,
     balance: String,
     methods: Vec<Choice>,
-    /// The invoice the notice is about (its form shows the error).
+    /// The invoice the notice is about (its form shows the error), or
+    /// `record` / `return` for those forms.
     about: String,
+    /// Recording an invoice (for those who handle supplier invoices).
+    record: Option<RecordView>,
+    can_read_returns: bool,
+    returns: Vec<ReturnRow>,
+    /// Sending a batch back (for those who return to suppliers).
+    return_form: Option<Form>,
+}
+
+/// What a supplier's page shows besides the supplier: the notice, which
+/// form it is about (an invoice id, `record` or `return`) and what that
+/// form sent, to show it again.
+#[derive(Default)]
+pub struct Shown {
+    pub notice: Notice,
+    pub about: String,
+    pub sent: Sent,
+}
+
+/// The supplier's goods received notes the staff member may read (their
+/// branch; an admin's every branch), newest first, with their lines.
+pub async fn receipts<C: deadpool_postgres::GenericClient + Sync>(
+    client: &C,
+    staff: &Staff,
+    supplier_id: Uuid,
+) -> Result<Vec<GoodsReceivedNote>, Error> {
+    if !Action::ReadGoodsReceived.permits(staff.role()) {
+        return Ok(Vec::new());
+    }
+    let branch_id = staff.caller.branch_filter(None)?;
+    let first = Page {
+        page: 1,
+        page_size: PAGE_SIZE,
+    };
+    let filter = received::ListFilter {
+        branch_id,
+        supplier_id: Some(supplier_id),
+        purchase_order_id: None,
+        status: None,
+    };
+    Ok(received::list(client, &filter, first).await?.0)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -192,14 +247,18 @@ pub struct SupplierQuery {
     pub done: Option<String>,
 }
 
-async fn show(
+pub async fn show(
     state: &AppState,
     staff: &Staff,
     raw: &str,
-    notice: Notice,
-    about: Option<Uuid>,
+    shown: Shown,
     code: StatusCode,
 ) -> Outcome {
+    let Shown {
+        notice,
+        about,
+        sent,
+    } = shown;
     staff.caller.require(Action::ReadPurchaseOrders)?;
     let id = path_id(raw, "Supplier")?;
     let client = state.pool.get().await?;
@@ -221,22 +280,7 @@ async fn show(
         first,
     )
     .await?;
-    let notes = if Action::ReadGoodsReceived.permits(staff.role()) {
-        received::list(
-            &client,
-            &received::ListFilter {
-                branch_id,
-                supplier_id: Some(id),
-                purchase_order_id: None,
-                status: None,
-            },
-            first,
-        )
-        .await?
-        .0
-    } else {
-        Vec::new()
-    };
+    let notes = receipts(&client, staff, id).await?;
     let can_see_invoices = Action::ManageSupplierInvoices.permits(staff.role());
     let bills = if can_see_invoices {
         invoices::list(
@@ -263,12 +307,26 @@ async fn show(
     .into_iter()
     .map(|(v, l)| Choice::new(v, l, "bank_transfer"))
     .collect();
+    let quiet = Notice::default();
+    let for_record = if about == "record" { &notice } else { &quiet };
+    let for_return = if about == "return" { &notice } else { &quiet };
+    let record = can_see_invoices.then(|| supplier_invoices::view(&notes, &sent, for_record));
+    let can_read_returns = Action::ReadSupplierReturns.permits(staff.role());
+    let returns = if can_read_returns {
+        supplier_returns::of_supplier(&client, branch_id, id, first).await?
+    } else {
+        Vec::new()
+    };
+    let return_form = Action::ReturnToSupplier
+        .permits(staff.role())
+        .then(|| supplier_returns::form(&notes, &sent, for_return));
     html_status(
         code,
         &SupplierPage {
             chrome: Some(Chrome::new(staff, "/console/purchase-orders")),
             csrf: staff.csrf.clone(),
             notice,
+            supplier_id: s.id.to_string(),
             name: s.name.clone(),
             contact: s.contact_person.clone(),
             phone: s.phone.clone(),
@@ -298,7 +356,11 @@ async fn show(
             can_release: Action::ReleaseSupplierInvoices.permits(staff.role()),
             balance: money(balance),
             methods,
-            about: about.map(|a| a.to_string()).unwrap_or_default(),
+            record,
+            can_read_returns,
+            returns: supplier_returns::rows(&returns),
+            return_form,
+            about,
         },
     )
 }
@@ -312,9 +374,19 @@ async fn supplier_page(
     let notice = match q.done.as_deref() {
         Some("released") => Notice::done("The invoice was released: it can be paid as billed."),
         Some("paid") => Notice::done("The payment was recorded."),
+        Some("recorded") => {
+            Notice::done("The invoice was recorded: its match status is shown below.")
+        }
+        Some("returned") => Notice::done(
+            "The stock was sent back: its debit note is listed under Returns and debit notes.",
+        ),
         _ => Notice::default(),
     };
-    show(&state, &staff, &id, notice, None, StatusCode::OK).await
+    let shown = Shown {
+        notice,
+        ..Shown::default()
+    };
+    show(&state, &staff, &id, shown, StatusCode::OK).await
 }
 
 /// The invoice `raw` names, when the staff member's branch holds it.
@@ -347,15 +419,12 @@ async fn answered(
             | Error::Forbidden(_)),
         ) => {
             let code = actix_web::ResponseError::status_code(&e);
-            show(
-                state,
-                staff,
-                &supplier,
-                Notice::from_error(&e),
-                Some(invoice.id),
-                code,
-            )
-            .await
+            let shown = Shown {
+                notice: Notice::from_error(&e),
+                about: invoice.id.to_string(),
+                sent: Sent::default(),
+            };
+            show(state, staff, &supplier, shown, code).await
         }
         Err(e) => Err(e.into()),
     }

@@ -20,6 +20,8 @@ mod buying_flow;
 mod compliance;
 mod console;
 mod console_browser;
+mod console_buying;
+mod console_buying_browser;
 mod console_counter;
 mod console_daily;
 mod console_stock_moves;

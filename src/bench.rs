@@ -71,6 +71,7 @@ pub async fn bench_reports(
     let idle = config.auth.console_lifetime();
     let console_admin = console_cookie(&client, Role::Admin, "HQ", idle).await?;
     let console_manager = console_cookie(&client, Role::BranchManager, "GEN01", idle).await?;
+    let samples = samples(&client, gen01).await?;
     drop(client);
     // What a running service rolls up at start (0030), before the timing.
     domain::reports::roll_up_closed_months(&pool).await?;
@@ -83,6 +84,7 @@ pub async fn bench_reports(
     let mut figures = Vec::new();
     let mut all = cases(&admin, &manager, gen01, (&year_ago, &half_year_ago));
     all.extend(console_cases(&console_admin, &console_manager, gen01));
+    all.extend(daily_cases(&console_admin, &console_manager, &samples));
     for (name, path, token) in all {
         figures.push(time(port, name, &path, token, calls).await?);
     }
@@ -285,6 +287,122 @@ fn console_cases<'a>(
         ("console branches", "/console/branches".into(), admin),
         ("console settings", "/console/settings".into(), admin),
         ("console audit log", "/console/audit".into(), admin),
+    ]
+}
+
+/// One of each thing the pages of daily work show (a medicine stocked at
+/// the branch, one of its latest sales, a customer, a supplier).
+struct Samples {
+    medicine: Uuid,
+    sale: Uuid,
+    customer: Uuid,
+    supplier: Uuid,
+}
+
+async fn samples(c: &deadpool_postgres::Object, branch: Uuid) -> Result<Samples> {
+    let q = sea_query::raw_query!(
+        PostgresQueryBuilder,
+        r#"SELECT (SELECT medicine_id FROM batches WHERE branch_id = {branch} AND qty_remaining > 0
+                    LIMIT 1),
+                  (SELECT id FROM sales WHERE branch_id = {branch} ORDER BY created_at DESC LIMIT 1),
+                  (SELECT id FROM customers WHERE NOT is_deleted ORDER BY name LIMIT 1),
+                  (SELECT id FROM suppliers WHERE NOT is_deleted ORDER BY name LIMIT 1)"#
+    );
+    let row = db::raw_opt(c, &q.sql, q.values)
+        .await?
+        .ok_or_else(|| Error::internal("the samples returned no row"))?;
+    let id = |i: usize| -> Result<Uuid> {
+        row.get::<_, Option<Uuid>>(i)
+            .ok_or_else(|| Error::bad_request("The data has no sale, customer or supplier to time: run `pharmacy seed-large` first."))
+    };
+    Ok(Samples {
+        medicine: id(0)?,
+        sale: id(1)?,
+        customer: id(2)?,
+        supplier: id(3)?,
+    })
+}
+
+/// The console's pages of daily work: lists chain-wide as an admin, a
+/// branch's own pages as its manager, and one record of each kind.
+fn daily_cases<'a>(
+    admin: &'a str,
+    manager: &'a str,
+    s: &Samples,
+) -> Vec<(&'static str, String, &'a str)> {
+    vec![
+        ("console catalogue", "/console/medicines".into(), admin),
+        (
+            "console catalogue search",
+            "/console/medicines?search=para".into(),
+            admin,
+        ),
+        (
+            "console medicine",
+            format!("/console/medicines/{}", s.medicine),
+            admin,
+        ),
+        ("console stock (manager)", "/console/stock".into(), manager),
+        (
+            "console stock expiring (manager)",
+            "/console/stock?view=expiring".into(),
+            manager,
+        ),
+        (
+            "console stock count (manager)",
+            "/console/stock/count".into(),
+            manager,
+        ),
+        (
+            "console write-offs (manager)",
+            "/console/stock/write-offs".into(),
+            manager,
+        ),
+        (
+            "console transfers (manager)",
+            "/console/transfers".into(),
+            manager,
+        ),
+        ("console sales (manager)", "/console/sales".into(), manager),
+        (
+            "console sale",
+            format!("/console/sales/{}", s.sale),
+            manager,
+        ),
+        (
+            "console returns (manager)",
+            "/console/returns".into(),
+            manager,
+        ),
+        (
+            "console counter (manager)",
+            "/console/counter".into(),
+            manager,
+        ),
+        ("console customers", "/console/customers".into(), admin),
+        (
+            "console customer",
+            format!("/console/customers/{}", s.customer),
+            admin,
+        ),
+        ("console suppliers", "/console/suppliers".into(), admin),
+        (
+            "console supplier",
+            format!("/console/suppliers/{}", s.supplier),
+            admin,
+        ),
+        (
+            "console purchase orders",
+            "/console/purchase-orders".into(),
+            admin,
+        ),
+        ("console fiscal queue", "/console/fiscal".into(), admin),
+        (
+            "console stock value",
+            "/console/reports/stock-value".into(),
+            admin,
+        ),
+        ("console margins", "/console/reports/margins".into(), admin),
     ]
 }
 

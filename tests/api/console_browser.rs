@@ -185,6 +185,14 @@ impl Browser {
         }
     }
 
+    /// Checks that the element `css` selects comes to hold a text `ok`
+    /// accepts (`what` says which, for the failure).
+    pub async fn see_that(&self, css: &str, what: &str, ok: impl Fn(&str) -> bool) {
+        if let Err(seen) = self.wait_text(css, ok).await {
+            panic!("{css} never held {what}: {seen:?}");
+        }
+    }
+
     /// Checks that the element `css` selects holds `part`, once loaded.
     pub async fn see_containing(&self, css: &str, part: impl AsRef<str>) {
         let part = part.as_ref();
@@ -197,9 +205,12 @@ impl Browser {
         self.c().source().await.unwrap()
     }
 
+    /// Clicks the element `css` selects, waiting for it first (the page a
+    /// submitted form leads to may still be loading).
     pub async fn click(&self, css: &str) {
         self.c()
-            .find(Locator::Css(css))
+            .wait()
+            .for_element(Locator::Css(css))
             .await
             .unwrap_or_else(|e| panic!("{css}: {e}"))
             .click()

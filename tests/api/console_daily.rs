@@ -59,8 +59,8 @@ async fn a_medicine_created_in_the_console_is_what_the_api_reads() {
     b.click("#requires_prescription").await;
     b.click("#save-medicine").await;
     // Refused beside the field, in words; nothing saved.
-    let said = b.text("#selling_price-error").await;
-    assert!(said.contains("maximum public price"), "{said}");
+    b.see_containing("#selling_price-error", "maximum public price")
+        .await;
     assert!(!b.source().await.contains("validation_failed"));
     let (_, list) = app.get("/medicines?search=Amoxicillin", &admin).await;
     assert_eq!(list["total"], 0);
@@ -97,11 +97,10 @@ async fn a_medicine_created_in_the_console_is_what_the_api_reads() {
     // A scanner types a box's GS1 code into the search box.
     b.click(r#"a[href="/console/medicines"]"#).await;
     fill(&b, "search", &format!("(01){box_gtin}(10)LOT7(17)301231\n")).await;
-    let said = b.text("#scanned").await;
-    assert!(
-        said.contains("Amoxicillin 500mg") && said.contains("box of 10") && said.contains("LOT7"),
-        "{said}"
-    );
+    b.see_that("#scanned", "the medicine, its pack and its lot", |said| {
+        said.contains("Amoxicillin 500mg") && said.contains("box of 10") && said.contains("LOT7")
+    })
+    .await;
     b.see("#medicines tbody tr td a", "Amoxicillin 500mg").await;
     // Searching by generic name finds it too.
     fill(&b, "search", "amoxi\n").await;
@@ -193,8 +192,7 @@ async fn a_sale_found_by_its_invoice_number_is_returned_in_the_browser() {
     // Nothing to return is refused in words, beside the form.
     fill(&b, "reason", "Wrong strength").await;
     b.click("#make-return").await;
-    let said = b.text("#return-error").await;
-    assert!(said.contains("at least one line"), "{said}");
+    b.see_containing("#return-error", "at least one line").await;
     let line = sale["items"][0]["id"].as_str().unwrap();
     fill(&b, &format!("qty-{line}"), "1").await;
     fill(&b, "reason", "Wrong strength").await;
@@ -217,10 +215,11 @@ async fn a_sale_found_by_its_invoice_number_is_returned_in_the_browser() {
     assert_eq!(note["total"], "1250.00");
     assert_eq!(note["refund_method"], "cash");
     assert_eq!(note["reason"], "Wrong strength");
-    assert!(b
-        .text("#sale-returns")
-        .await
-        .contains(note["credit_note_number"].as_str().unwrap()));
+    b.see_containing(
+        "#sale-returns",
+        note["credit_note_number"].as_str().unwrap(),
+    )
+    .await;
     // More than is left is refused and nothing more is returned (the
     // browser stops it at the field; a page left open in another tab
     // would not know the new limit).
@@ -234,7 +233,8 @@ async fn a_sale_found_by_its_invoice_number_is_returned_in_the_browser() {
     fill(&b, &format!("qty-{line}"), "3").await;
     fill(&b, "reason", "Again").await;
     b.click("#make-return").await;
-    assert!(!b.text("#return-error").await.is_empty());
+    b.see_that("#return-error", "a refusal", |t| !t.trim().is_empty())
+        .await;
     let (_, returns) = app
         .get(
             &format!("/sales/{}/returns", sale["id"].as_str().unwrap()),
@@ -243,10 +243,11 @@ async fn a_sale_found_by_its_invoice_number_is_returned_in_the_browser() {
         .await;
     assert_eq!(returns["total"], 1);
     b.goto(&app, "/console/returns").await;
-    assert!(b
-        .text("#credit-notes")
-        .await
-        .contains(note["credit_note_number"].as_str().unwrap()));
+    b.see_containing(
+        "#credit-notes",
+        note["credit_note_number"].as_str().unwrap(),
+    )
+    .await;
     b.screenshot("returns").await;
     b.finish().await;
 }
@@ -401,8 +402,10 @@ async fn stock_is_quarantined_released_and_written_off_in_the_browser() {
     b.goto(&app, "/console/stock?view=expired").await;
     b.see_containing("#batches", "Morphine 10mg").await;
     b.click("#write-off-expired").await;
-    let said = b.text(".field-error").await;
-    assert!(said.to_lowercase().contains("witness"), "{said}");
+    b.see_that(".field-error", "the witness rule", |t| {
+        t.to_lowercase().contains("witness")
+    })
+    .await;
     let (_, expired) = app.get("/stock/expired", &admin).await;
     assert_eq!(
         expired["items"].as_array().map_or(0, Vec::len),
@@ -533,8 +536,10 @@ async fn a_delivery_received_in_the_browser_raises_the_apis_stock() {
     b.screenshot("receive-delivery").await;
     // A rejection without its reason is refused in words; nothing moves.
     b.click("#post-delivery").await;
-    let said = b.text("#page-error").await;
-    assert!(said.to_lowercase().contains("reason"), "{said}");
+    b.see_that("#page-error", "the missing reason", |t| {
+        t.to_lowercase().contains("reason")
+    })
+    .await;
     fill(&b, &format!("reason-{line}"), "Crushed boxes").await;
     b.click("#post-delivery").await;
     b.see(
@@ -627,8 +632,8 @@ async fn a_rejected_invoice_is_read_and_retried_from_the_fiscal_queue() {
     b.sign_in(&app, &user.email).await;
     b.click(r#"a[href="/console/fiscal"]"#).await;
     b.see("h1", "Fiscal queue").await;
-    let table = b.text("#fiscal-documents").await;
-    assert!(table.contains("simulated rejection"), "{table}");
+    b.see_containing("#fiscal-documents", "simulated rejection")
+        .await;
     b.see_containing("#fiscal-summary", "KLA").await;
     b.screenshot("fiscal").await;
     b.goto(&app, "/console/fiscal?status=rejected").await;
@@ -703,7 +708,8 @@ async fn a_customers_payment_taken_in_the_browser_lowers_the_apis_balance() {
     // More than is owed is refused beside the field.
     fill(&b, "amount", "20000").await;
     b.click("#take-payment").await;
-    assert!(!b.text("#amount-error").await.is_empty());
+    b.see_that("#amount-error", "a refusal", |t| !t.trim().is_empty())
+        .await;
     fill(&b, "amount", "5000").await;
     b.click("#take-payment").await;
     b.see("#receipt-paid", "5,000.00").await;

@@ -354,11 +354,6 @@ fn daily_cases<'a>(
             manager,
         ),
         (
-            "console write-offs (manager)",
-            "/console/stock/write-offs".into(),
-            manager,
-        ),
-        (
             "console transfers (manager)",
             "/console/transfers".into(),
             manager,

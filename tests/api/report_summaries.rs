@@ -487,3 +487,69 @@ async fn a_roll_up_racing_late_writes_never_keeps_a_stale_month() {
     };
     reports_agree_with_the_ledger(&shop, today - chrono::Duration::days(365), today).await;
 }
+
+/// A refresh (an approval, a correction) never fails because another
+/// process's writer of the same branch committed a row for a new day or
+/// medicine while the refresh was between its delete and its insert (0031).
+/// The writer here holds the refresh's delete on a row it updated, and
+/// commits a row for a day the refresh's delete could not see.
+#[tokio::test]
+async fn a_refresh_beside_a_writer_of_the_same_branch_does_not_fail() {
+    let shop = Shop::open().await;
+    let mut writer = shop.app.pool.get().await.unwrap();
+    let batch: Uuid = writer
+        .query_one(
+            "SELECT id FROM batches WHERE medicine_id = $1",
+            &[&shop.medicines[0]["id"]
+                .as_str()
+                .unwrap()
+                .parse::<Uuid>()
+                .unwrap()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    // Two adjustments that net to nothing: one today (the row the refresh
+    // waits on), one yesterday (a day with no summary row yet).
+    let tx = writer.transaction().await.unwrap();
+    for days_back in [0, 1] {
+        tx.execute(
+            "INSERT INTO stock_movements (id, batch_id, medicine_id, branch_id, kind, qty, created_at)
+             SELECT gen_random_uuid(), b.id, b.medicine_id, b.branch_id, 'ADJUST',
+                    CASE WHEN $2::int = 0 THEN 1 ELSE -1 END, now() - make_interval(days => $2::int)
+             FROM batches b WHERE b.id = $1",
+            &[&batch, &days_back],
+        )
+        .await
+        .unwrap();
+    }
+    let pool = shop.app.pool.clone();
+    let branch = shop.branch;
+    let refresh = tokio::spawn(async move {
+        let client = pool.get().await.unwrap();
+        client
+            .execute(
+                "SELECT refresh_report_summaries($1, org_today() - 1, org_today())",
+                &[&branch],
+            )
+            .await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert!(
+        !refresh.is_finished(),
+        "the refresh did not wait for the writer"
+    );
+    tx.commit().await.unwrap();
+    let done = refresh.await.unwrap();
+    assert!(done.is_ok(), "the refresh failed: {done:?}");
+    shop.app.assert_invariants().await;
+    let client = shop.app.pool.get().await.unwrap();
+    let differences: Vec<String> = client
+        .query("SELECT report_summary_differences()", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(differences.is_empty(), "summaries differ: {differences:#?}");
+}

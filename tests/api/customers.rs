@@ -541,6 +541,55 @@ async fn one_mutation_id_sent_at_once_through_two_processes_pays_once() {
     app.assert_invariants().await;
 }
 
+/// Retries, a reused id and a new payment sent together (so the branch's
+/// desk may take them as one group, whose retry lookups are one statement):
+/// each gets the answer it would get alone.
+#[tokio::test]
+async fn retries_a_reused_id_and_a_new_payment_sent_together_each_get_their_own_answer() {
+    let app = TestApp::spawn().await;
+    let branch = app.branch("KLA").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let (_, cashier) = app.signed_in(branch, Role::Cashier).await;
+    let c = customer(
+        &app,
+        &admin,
+        json!({"name": "Mixed", "is_credit_allowed": true, "credit_limit": 1000}),
+    )
+    .await;
+    owe(&app, &admin, branch, &c, 500).await;
+    let path = format!("/customers/{}/payments", c["id"].as_str().unwrap());
+    let mut first = Vec::new();
+    for key in ["a", "b", "c"] {
+        let (status, receipt) = app
+            .post(
+                &path,
+                &cashier,
+                json!({"amount": 10, "client_mutation_id": key}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{receipt}");
+        first.push(receipt);
+    }
+    let bodies = [
+        json!({"amount": 10, "client_mutation_id": "a"}),
+        json!({"amount": 10, "client_mutation_id": "b"}),
+        json!({"amount": 20, "client_mutation_id": "c"}),
+        json!({"amount": 10, "client_mutation_id": "d"}),
+        json!({"amount": 10}),
+    ];
+    let answers = join_all(bodies.iter().map(|b| app.post(&path, &cashier, b.clone()))).await;
+    assert_eq!(answers[0], (StatusCode::OK, first[0].clone()));
+    assert_eq!(answers[1], (StatusCode::OK, first[1].clone()));
+    assert_problem(answers[2].0, &answers[2].1, StatusCode::CONFLICT);
+    assert_eq!(answers[3].0, StatusCode::CREATED, "{}", answers[3].1);
+    assert_eq!(answers[4].0, StatusCode::CREATED, "{}", answers[4].1);
+    let (_, read) = app
+        .get(&format!("/customers/{}", c["id"].as_str().unwrap()), &admin)
+        .await;
+    assert_eq!(read["current_balance"], "450.00");
+    app.assert_invariants().await;
+}
+
 #[tokio::test]
 async fn concurrent_first_attempts_with_one_mutation_id_pay_once() {
     let app = TestApp::spawn().await;

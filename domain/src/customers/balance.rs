@@ -542,13 +542,18 @@ pub(super) async fn lookup_payment<C: GenericClient + Sync>(
     c: &C,
     p: &RecordPayment,
 ) -> Result<Option<PaymentReceipt>> {
-    let columns = ["id", "amount", "balance_after", "created_at"];
-    let found = idempotency::lookup(c, p.key(), &p.digest(), &columns).await?;
-    let Some(row) = found.or_refuse("payment")? else {
-        return Ok(None);
-    };
+    let found = idempotency::lookup(c, p.key(), &p.digest(), &RECEIPT_COLUMNS).await?;
+    Ok(found
+        .or_refuse("payment")?
+        .map(|row| replayed_receipt(p, &row)))
+}
+
+/// The ledger columns a replayed payment's receipt is made of.
+const RECEIPT_COLUMNS: [&str; 4] = ["id", "amount", "balance_after", "created_at"];
+
+fn replayed_receipt(p: &RecordPayment, row: &Row) -> PaymentReceipt {
     let (amount, after): (Decimal, Decimal) = (row.get("amount"), row.get("balance_after"));
-    Ok(Some(PaymentReceipt {
+    PaymentReceipt {
         ledger_id: row.get("id"),
         customer_id: p.customer_id,
         amount_paid: amount,
@@ -556,7 +561,51 @@ pub(super) async fn lookup_payment<C: GenericClient + Sync>(
         new_balance: after,
         paid_at: row.get("created_at"),
         replayed: true,
-    }))
+    }
+}
+
+/// `lookup_payment` for a group, in one statement of constant text: per
+/// payment, its earlier receipt, the refusal of a reused mutation id, or
+/// nothing. A group with no mutation id reads nothing.
+pub(super) async fn lookup_payments<C: GenericClient + Sync>(
+    c: &C,
+    payments: &[RecordPayment],
+) -> Result<Vec<Result<Option<PaymentReceipt>>>> {
+    let keyed: Vec<(usize, &RecordPayment, &str)> = payments
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| Some((i, p, p.client_mutation_id.as_deref()?)))
+        .collect();
+    let mut found: Vec<Option<Row>> = payments.iter().map(|_| None).collect();
+    if !keyed.is_empty() {
+        let ords: Vec<i64> = keyed.iter().map(|k| k.0 as i64).collect();
+        let customers: Vec<Uuid> = keyed.iter().map(|k| k.1.customer_id).collect();
+        let ids: Vec<String> = keyed.iter().map(|k| k.2.to_owned()).collect();
+        // The scope of `RecordPayment::key`: the id within the customer.
+        let q = sea_query::raw_query!(
+            PostgresQueryBuilder,
+            r#"SELECT k.ord, l.id, l.amount, l.balance_after, l.created_at, l.request_digest
+               FROM unnest({ords}::int8[], {customers}::uuid[], {ids}::text[]) AS k(ord, customer, cmid)
+               JOIN customer_ledger l ON l.customer_id = k.customer AND l.client_mutation_id = k.cmid"#
+        );
+        for row in db::raw_all(c, &q.sql, q.values).await? {
+            let ord: i64 = row.get("ord");
+            if let Some(slot) = found.get_mut(ord as usize) {
+                *slot = Some(row);
+            }
+        }
+    }
+    Ok(payments
+        .iter()
+        .zip(found)
+        .map(|(p, row)| {
+            let Some(row) = row else { return Ok(None) };
+            let stored: Option<String> = row.get(idempotency::DIGEST_COLUMN);
+            idempotency::judge(Some((stored.as_deref(), row)), &p.digest())
+                .or_refuse("payment")
+                .map(|row| row.map(|row| replayed_receipt(p, &row)))
+        })
+        .collect())
 }
 
 /// Records a payment in `tx`; the caller commits.

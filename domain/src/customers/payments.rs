@@ -2,9 +2,10 @@
 //! transaction of set-based statements, in a constant number of round
 //! trips however many there are.
 //!
-//! 1. One pipelined round trip: each payment's retry lookup, the customers
-//!    paid (locked `FOR UPDATE`, in id order), the payers' names, the
-//!    transaction's time and two revs per payment.
+//! 1. One pipelined round trip of five statements: the callers' tokens,
+//!    the payments' retry lookups (one statement for the group), the
+//!    customers paid (locked `FOR UPDATE`, in id order), the payers' names
+//!    with the transaction's time, and two revs per payment.
 //! 2. Planning in Rust, in order: a customer paid twice sees the first
 //!    payment's balance; a payment above the balance gets the same 400 it
 //!    would get alone, and leaves the group.
@@ -23,7 +24,7 @@ use deadpool_postgres::GenericClient;
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
-use super::balance::{customer_change, ledger_change, lookup_payment};
+use super::balance::{customer_change, ledger_change, lookup_payments};
 use super::{Customer, LedgerRow, PaymentReceipt, RecordPayment};
 use crate::db::{self, Pool, Stmt, Tx};
 use crate::error::{Code, Error, Result};
@@ -194,8 +195,7 @@ async fn read<C: GenericClient + Sync>(tx: &C, payments: &[RecordPayment]) -> Re
     let mut users: Vec<Uuid> = payments.iter().map(|p| p.user_id).collect();
     users.sort_unstable();
     users.dedup();
-    // Polled in order, so sent in order: one round trip.
-    let lookups = futures_util::future::join_all(payments.iter().map(|p| lookup_payment(tx, p)));
+    // Polled in order, so sent in order: one round trip of five statements.
     // The columns of `COLUMNS`, in its order (`Customer::from_row`).
     let lock = sea_query::raw_query!(
         PostgresQueryBuilder,
@@ -203,26 +203,27 @@ async fn read<C: GenericClient + Sync>(tx: &C, payments: &[RecordPayment]) -> Re
                   is_credit_allowed, credit_limit, current_balance, is_deleted, rev
            FROM customers WHERE id = ANY({ids}) AND NOT is_deleted ORDER BY id FOR UPDATE"#
     );
+    // The transaction's time rides on the payers' names (an aggregate:
+    // always one row).
     let names = sea_query::raw_query!(
         PostgresQueryBuilder,
-        "SELECT id, full_name FROM users WHERE id = ANY({users})"
+        "SELECT now(), array_agg(id), array_agg(full_name) FROM users WHERE id = ANY({users})"
     );
-    let now = sea_query::raw_query!(PostgresQueryBuilder, "SELECT now()");
     let signers: Vec<_> = payments.iter().map(|p| p.signer).collect();
-    let (checks, replays, found) =
-        futures_util::join!(sessions::check_signers(tx, &signers), lookups, async {
-            futures_util::try_join!(
-                db::raw_all(tx, &lock.sql, lock.values.clone()),
-                db::raw_all(tx, &names.sql, names.values.clone()),
-                db::raw_all(tx, &now.sql, now.values.clone()),
-                changes::allocate_many(tx, payments.len() * 2),
-            )
-        });
-    let (locked, names, now, revs) = found?;
-    let now = now
+    let (checks, found) = futures_util::join!(sessions::check_signers(tx, &signers), async {
+        futures_util::try_join!(
+            lookup_payments(tx, payments),
+            db::raw_all(tx, &lock.sql, lock.values.clone()),
+            db::raw_all(tx, &names.sql, names.values.clone()),
+            changes::allocate_many(tx, payments.len() * 2),
+        )
+    });
+    let (replays, locked, names, revs) = found?;
+    let names = names
         .first()
-        .map(|r| r.get(0))
-        .ok_or_else(|| Error::internal("now() returned no row"))?;
+        .ok_or_else(|| Error::internal("the payers' names came back without a row"))?;
+    let now = names.get(0);
+    let (ids, full): (Option<Vec<Uuid>>, Option<Vec<String>>) = (names.get(1), names.get(2));
     Ok(Read {
         checks: checks?,
         replays,
@@ -233,7 +234,11 @@ async fn read<C: GenericClient + Sync>(tx: &C, payments: &[RecordPayment]) -> Re
                 (c.id, c)
             })
             .collect(),
-        names: names.iter().map(|r| (r.get(0), r.get(1))).collect(),
+        names: ids
+            .into_iter()
+            .flatten()
+            .zip(full.into_iter().flatten())
+            .collect(),
         now,
         revs,
     })

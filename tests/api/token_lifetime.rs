@@ -757,6 +757,51 @@ async fn a_parked_poll_of_a_token_signed_out_meanwhile_wakes_to_a_401() {
     assert_problem(status, &body, StatusCode::UNAUTHORIZED);
 }
 
+/// Tills of one branch parked on one cursor are woken by one change and
+/// read it together (`shared_feed`): each still gets its own answer, the
+/// change for the standing ones and 401 for one signed out meanwhile.
+#[tokio::test]
+async fn polls_woken_together_each_get_their_own_answer() {
+    let app = TestApp::spawn().await;
+    let branch = app.branch("B1").await;
+    let (_, admin) = app.signed_in(branch, Role::Admin).await;
+    let mut tills = Vec::new();
+    for _ in 0..4 {
+        let cashier = app.user(branch, Role::Cashier).await;
+        tills.push(sign_in(&app, &cashier.email, PASSWORD).await.0);
+    }
+    let (_, feed) = app.get("/sync/changes?since=0&limit=500", &tills[0]).await;
+    let (top, epoch) = (feed["max_rev"].as_i64().unwrap(), feed["epoch"].clone());
+    let path = format!("/sync/changes?since={top}&wait=10");
+    let polls = futures_util::future::join_all(tills.iter().map(|t| app.get(&path, t)));
+    let change = async {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let (status, body) = app
+            .call(Method::POST, "/auth/logout", Some(&tills[3]), None)
+            .await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+        let (status, body) = app
+            .post("/customers", &admin, json!({"name": "Woken Together"}))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        body
+    };
+    let (answers, created) = futures_util::join!(polls, change);
+    for (status, page) in &answers[..3] {
+        assert_eq!(*status, StatusCode::OK, "{page}");
+        assert_eq!(page["epoch"], epoch);
+        let ids: Vec<&Value> = page["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| &c["entity_id"])
+            .collect();
+        assert!(ids.contains(&&created["id"]), "{page}");
+        assert_eq!(page, &answers[0].1, "polls of one cursor read one page");
+    }
+    assert_problem(answers[3].0, &answers[3].1, StatusCode::UNAUTHORIZED);
+}
+
 /// `POST /sync/push` checks its token with the device's read: a signed-out
 /// till's push answers 401 and applies nothing, also when its body would be
 /// refused.

@@ -32,6 +32,7 @@ use uuid::Uuid;
 use crate::db::{self, Pool};
 use crate::sync::changes;
 use crate::sync::horizon::Horizon;
+use crate::sync::shared_feed::SharedFeed;
 use crate::sync::snapshot::Scope;
 use crate::{Error, Result};
 
@@ -141,6 +142,8 @@ impl Waiter {
 /// The feed's live state in one process (one per database pool).
 pub struct Live {
     pub horizon: Horizon,
+    /// The feed reads of long polls woken together.
+    pub reads: SharedFeed,
     tops: Tops,
     parked: AtomicUsize,
     max_parked: usize,
@@ -169,6 +172,7 @@ impl Live {
         let (alive_tx, alive_rx) = watch::channel(());
         Arc::new(Live {
             horizon: Horizon::new(),
+            reads: SharedFeed::default(),
             tops: Tops::default(),
             parked: AtomicUsize::new(0),
             max_parked,

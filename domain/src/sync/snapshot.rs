@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use deadpool_postgres::{GenericClient, Pool};
+use deadpool_postgres::{GenericClient, Object, Pool};
 use sea_query::{Expr, ExprTrait, JoinType, Order, Query};
 use serde::ser::SerializeSeq;
 use serde::{Serialize, Serializer};
@@ -28,7 +28,7 @@ use crate::customers::{self, Customer};
 use crate::error::Code;
 use crate::stock::{self, Batch};
 use crate::sync::epoch::Identity;
-use crate::sync::horizon::Horizon;
+use crate::sync::horizon::{Horizon, Seen};
 use crate::{db, wire, Error, Result};
 
 use crate::branches::{self, Branch};
@@ -662,15 +662,58 @@ pub async fn feed(
     limit: i64,
     signer: Option<Signer>,
 ) -> Result<ChangeFeed> {
-    let since = cursor.since;
-    let mut conn = pool.get().await?;
-    // The caller's token check goes with the first look: one round trip.
+    let (checks, page) = feed_for(pool, horizon, scope, cursor, limit, &[signer]).await?;
+    // A refused token gets its refusal before anything the read found.
+    checks.into_iter().try_for_each(|c| c)?;
+    page
+}
+
+/// `feed` for several callers of one scope holding one cursor (long polls
+/// woken by the same commit, `shared_feed::SharedFeed`): their tokens are checked
+/// in the read's first statement, each with its own answer, and the page
+/// is read once. The outer error is a fault before the checks; the page's
+/// error (a cursor of another history, a fault) is every standing
+/// caller's answer. When every caller was refused the page is not read.
+pub async fn feed_for(
+    pool: &Pool,
+    horizon: &Horizon,
+    scope: Scope,
+    cursor: Cursor<'_>,
+    limit: i64,
+    signers: &[Option<Signer>],
+) -> Result<(Vec<Result<()>>, Result<ChangeFeed>)> {
+    let conn = pool.get().await?;
+    // The callers' token checks go with the first look: one round trip.
     let (checked, seen) = futures_util::join!(
-        sessions::check_signers(&conn, std::slice::from_ref(&signer)),
+        sessions::check_signers(&conn, signers),
         horizon.look_all(&conn)
     );
-    checked?.into_iter().try_for_each(|c| c)?;
-    let seen = seen?;
+    let checks = checked?;
+    if !checks.iter().any(Result::is_ok) {
+        // Nobody to read for: never answered to anyone.
+        return Ok((
+            checks,
+            Err(Error::internal("a feed read for refused callers")),
+        ));
+    }
+    let page = match seen {
+        Ok(seen) => page_after(pool, horizon, conn, seen, scope, cursor, limit).await,
+        Err(fault) => Err(fault),
+    };
+    Ok((checks, page))
+}
+
+/// The page after the first look (`seen`), on its connection.
+async fn page_after(
+    pool: &Pool,
+    horizon: &Horizon,
+    mut conn: Object,
+    seen: Seen,
+    scope: Scope,
+    cursor: Cursor<'_>,
+    limit: i64,
+) -> Result<ChangeFeed> {
+    let since = cursor.since;
     let epoch = primary_epoch(&seen.identity)?;
     check_cursor(cursor, &epoch, seen.head())?;
     let top = seen.top;

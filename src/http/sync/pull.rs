@@ -194,9 +194,13 @@ pub async fn changes(
             since: from,
             epoch: Some(&epoch),
         };
-        let page = snapshot::feed(&state.pool, &live.horizon, scope, cursor, limit, signer).await?;
+        // Read with the other polls this commit woke (`shared_feed`).
+        let page = live
+            .reads
+            .read(&state.pool, &live.horizon, scope, cursor, limit, signer)
+            .await?;
         if !page.changes.is_empty() {
-            return Ok(HttpResponse::Ok().json(page));
+            return Ok(HttpResponse::Ok().json(&*page));
         }
         // Nothing the caller may see up to there.
         from = from.max(page.max_rev);

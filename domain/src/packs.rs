@@ -13,7 +13,7 @@ use crate::tables::Table;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{GenericClient, Pool};
 use rust_decimal::Decimal;
-use sea_query::{Expr, ExprTrait, Iden, Order, Query};
+use sea_query::{Alias, Expr, ExprTrait, Iden, JoinType, Order, Query};
 use serde::{Deserialize, Serialize};
 use tokio_postgres::Row;
 use utoipa::ToSchema;
@@ -22,9 +22,11 @@ use uuid::Uuid;
 use crate::error::{Code, Error, Result};
 use crate::gs1::Gtin;
 use crate::input::{self, Flag};
+use crate::medicines::{self, Medicine, MedicineView};
 use crate::patch::Patch;
 use crate::sync::changes::{self, Change, Op};
 use crate::sync::synced;
+use crate::users::sessions::{self, Signer, TokenState};
 use crate::{db, wire};
 
 /// Most base units one pack may hold.
@@ -77,18 +79,24 @@ pub struct Pack {
 
 impl Pack {
     pub fn from_row(r: &Row) -> Pack {
+        Pack::from_columns(r, "")
+    }
+
+    /// A pack from columns named `<prefix><column>`.
+    fn from_columns(r: &Row, prefix: &str) -> Pack {
+        let col = |name: &str| format!("{prefix}{name}");
         Pack {
-            id: r.get("id"),
-            medicine_id: r.get("medicine_id"),
-            name: r.get("name"),
-            units: r.get("units"),
-            gtin: r.get("gtin"),
-            selling_price: r.get("selling_price"),
-            is_sellable: r.get("is_sellable"),
-            is_active: r.get("is_active"),
-            rev: r.get("rev"),
-            created_at: r.get("created_at"),
-            updated_at: r.get("updated_at"),
+            id: r.get(col("id").as_str()),
+            medicine_id: r.get(col("medicine_id").as_str()),
+            name: r.get(col("name").as_str()),
+            units: r.get(col("units").as_str()),
+            gtin: r.get(col("gtin").as_str()),
+            selling_price: r.get(col("selling_price").as_str()),
+            is_sellable: r.get(col("is_sellable").as_str()),
+            is_active: r.get(col("is_active").as_str()),
+            rev: r.get(col("rev").as_str()),
+            created_at: r.get(col("created_at").as_str()),
+            updated_at: r.get(col("updated_at").as_str()),
         }
     }
 
@@ -404,22 +412,77 @@ async fn of_medicine<C: GenericClient + Sync>(
 }
 
 /// `GET /medicines/{id}`: a live, active medicine with its stock in
-/// `branch_id`'s scope and its active packs. The two statements are sent
-/// together (one round trip, with the caller check of `check_with`); the
-/// packs of a medicine that is not there are never shown.
+/// `branch_id`'s scope and its active packs, in one statement (the
+/// medicine, and its packs laterally: a row per pack). The packs of a
+/// medicine that is not there are never shown.
 pub async fn medicine_with_packs<C: GenericClient + Sync>(
     c: &C,
     id: Uuid,
     branch_id: Option<Uuid>,
-) -> Result<Option<crate::medicines::MedicineView>> {
-    let (medicine, packs) = futures_util::join!(
-        crate::medicines::get(c, id, branch_id),
-        of_medicine(c, id, true)
-    );
-    let Some(medicine) = medicine? else {
-        return Ok(None);
-    };
-    let mut view = medicine.view();
-    view.packs = Some(packs?);
-    Ok(Some(view))
+) -> Result<Option<MedicineView>> {
+    let q = Query::select()
+        .expr(Expr::cust("m.*, p.*"))
+        .from_subquery(medicines::live_one(id, branch_id), "m")
+        .join_lateral(JoinType::LeftJoin, packs_of_m(), "p", Expr::cust("true"))
+        .order_by_expr(Expr::cust("p.pack_units"), Order::Asc)
+        .to_owned();
+    Ok(view_of(&db::fetch_all(c, &q).await?))
+}
+
+/// `medicine_with_packs` for a caller whose token is checked in the same
+/// statement (`sessions::token_subquery`): the token's state (none when
+/// there is no such user), and the medicine, read only when the token
+/// stands. The caller decides on the state before showing anything.
+pub async fn medicine_with_packs_for<C: GenericClient + Sync>(
+    c: &C,
+    signer: Signer,
+    id: Uuid,
+    branch_id: Option<Uuid>,
+) -> Result<(Option<TokenState>, Option<MedicineView>)> {
+    let medicine = medicines::live_one(id, branch_id)
+        .and_where(sessions::stands_in("k", signer.token_version))
+        .to_owned();
+    let q = Query::select()
+        .expr(Expr::cust("k.*, m.*, p.*"))
+        .from_subquery(sessions::token_subquery(signer), "k")
+        .join_lateral(JoinType::LeftJoin, medicine, "m", Expr::cust("true"))
+        .join_lateral(JoinType::LeftJoin, packs_of_m(), "p", Expr::cust("true"))
+        .order_by_expr(Expr::cust("p.pack_units"), Order::Asc)
+        .to_owned();
+    let rows = db::fetch_all(c, &q).await?;
+    Ok((rows.first().map(TokenState::of), view_of(&rows)))
+}
+
+/// The active packs of the medicine `m` of a lateral join, their columns
+/// named `pack_<column>` (a medicine has columns of the same names).
+fn packs_of_m() -> sea_query::SelectStatement {
+    let mut q = Query::select();
+    for column in COLUMNS {
+        q.expr_as(
+            Expr::col(column),
+            Alias::new(format!("{PACK_PREFIX}{column}")),
+        );
+    }
+    q.from(Table::MedicinePacks)
+        .and_where(Expr::col("is_deleted").eq(false))
+        .and_where(Expr::col("is_active").eq(true))
+        .and_where(Expr::cust("medicine_packs.medicine_id = m.id"))
+        .to_owned()
+}
+
+const PACK_PREFIX: &str = "pack_";
+
+/// The medicine of a `m.*, p.*` read (none when its columns are null) with
+/// the packs of its rows.
+fn view_of(rows: &[Row]) -> Option<MedicineView> {
+    let first = rows.first()?;
+    first.get::<_, Option<Uuid>>("id")?;
+    let mut view = Medicine::from_row(first).view();
+    let packs = rows
+        .iter()
+        .filter(|r| r.get::<_, Option<Uuid>>("pack_id").is_some())
+        .map(|r| Pack::from_columns(r, PACK_PREFIX))
+        .collect();
+    view.packs = Some(packs);
+    Some(view)
 }

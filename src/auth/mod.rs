@@ -179,6 +179,14 @@ impl Signed {
         Ok((caller, found?))
     }
 
+    /// The checked caller from a token state its read brought back in the
+    /// same statement (`sessions::token_subquery`); the 401 when it does
+    /// not stand.
+    pub fn decide(self, state: Option<sessions::TokenState>) -> Result<Caller> {
+        let c = self.claimed;
+        verdict(state, c.user_id, c.session_id, c.token_version)
+    }
+
     /// What the check compares, for a request whose first statement runs
     /// elsewhere (a branch's group writer checks it there).
     pub fn signer(&self) -> sessions::Signer {

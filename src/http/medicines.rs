@@ -83,9 +83,10 @@ pub async fn get(
         .refuse_after_check(&state.pool, signed.claimed().branch_filter(q.branch_id))
         .await?;
     let client = state.pool.get().await?;
-    let (_, medicine) = signed
-        .check_with(&client, packs::medicine_with_packs(&client, id, scope))
-        .await?;
+    // One statement: the caller check, and the read only if it passes.
+    let (token, medicine) =
+        packs::medicine_with_packs_for(&client, signed.signer(), id, scope).await?;
+    signed.decide(token)?;
     let medicine = medicine.ok_or_else(|| Error::not_found("Medicine not found"))?;
     Ok(HttpResponse::Ok().json(medicine))
 }

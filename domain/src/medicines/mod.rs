@@ -11,7 +11,7 @@ mod write;
 
 pub use categories::ensure_category;
 pub use model::{Medicine, MedicineSnapshot, MedicineView, COLUMNS};
-pub use read::{current, get, list, ListFilter};
+pub use read::{current, get, list, live_one, ListFilter};
 pub use write::{
     check, create, edit, insert, remove, Fields, MedicineColumn, MedicineWrite, VAT_CATEGORIES,
 };

@@ -42,12 +42,17 @@ pub async fn get<C: GenericClient + Sync>(
     id: Uuid,
     branch_id: Option<Uuid>,
 ) -> Result<Option<Medicine>> {
-    let q = select(branch_id)
+    let q = live_one(id, branch_id);
+    Ok(db::fetch_opt(c, &q).await?.map(|r| Medicine::from_row(&r)))
+}
+
+/// The statement of `get` (for reads that join it).
+pub fn live_one(id: Uuid, branch_id: Option<Uuid>) -> SelectStatement {
+    select(branch_id)
         .and_where(Expr::col("id").eq(id))
         .and_where(Expr::col("is_deleted").eq(false))
         .and_where(Expr::col("is_active").eq(true))
-        .to_owned();
-    Ok(db::fetch_opt(c, &q).await?.map(|r| Medicine::from_row(&r)))
+        .to_owned()
 }
 
 #[derive(Debug, Default)]

@@ -68,7 +68,7 @@ pub struct TokenState {
 }
 
 impl TokenState {
-    fn of(r: &tokio_postgres::Row) -> TokenState {
+    pub fn of(r: &tokio_postgres::Row) -> TokenState {
         TokenState {
             role: r.get("role"),
             branch_id: r.get("branch_id"),
@@ -146,6 +146,43 @@ pub async fn check_signers<C: GenericClient + Sync>(
             standing(state, signer.token_version).map(drop)
         })
         .collect())
+}
+
+/// A read guarded by its caller's token in its own statement: the token's
+/// state as a subquery of one row (none when there is no such user), the
+/// columns `TokenState::of` reads, to which the read is joined laterally
+/// with [`stands_in`] in its WHERE. One statement answers the check and the
+/// read, and the read finds nothing for a token that does not stand.
+pub fn token_subquery(signer: Signer) -> sea_query::SelectStatement {
+    let (user, session) = (signer.user_id, signer.session_id);
+    Query::select()
+        .expr_as(Expr::cust("u.role"), "role")
+        .expr_as(Expr::cust("u.branch_id"), "branch_id")
+        .expr_as(Expr::cust("u.org_id"), "org_id")
+        .expr_as(Expr::cust("u.is_active AND NOT u.is_deleted"), "active")
+        .expr_as(Expr::cust("u.token_version"), "token_version")
+        .expr_as(
+            Expr::cust("s.id IS NOT NULL AND s.revoked_at IS NULL"),
+            "session_live",
+        )
+        .from_as(Table::Users, "u")
+        .join_as(
+            sea_query::JoinType::LeftJoin,
+            Table::AuthSessions,
+            "s",
+            Expr::cust_with_values("s.id = $1 AND s.user_id = u.id", [session]),
+        )
+        .and_where(Expr::cust_with_values("u.id = $1", [user]))
+        .to_owned()
+}
+
+/// The condition a guarded read adds: the token of `token_version` stands
+/// on the state `alias` names (what [`standing`] decides, in SQL).
+pub fn stands_in(alias: &str, token_version: i64) -> Expr {
+    Expr::cust_with_values(
+        format!("{alias}.active AND {alias}.session_live AND {alias}.token_version = $1"),
+        [token_version],
+    )
 }
 
 /// The user `user_id` and whether `session_id` is one of its live sessions.

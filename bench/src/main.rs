@@ -485,7 +485,12 @@ async fn measure(
     let db = format!("bench_run_{started_unix}");
     pg.fresh_database(&db).await?;
     let url = pg.url(&db);
-    let pool = pharmacy::db::pool(&url, &pharmacy::config::Config::defaults().database)?;
+    // The bench's own checks scan the whole ledger a run wrote (tens of
+    // thousands of sales on a loaded host): the service's statement limit
+    // is for requests, not for them.
+    let mut own = pharmacy::config::Config::defaults().database;
+    own.statement_timeout_ms = 300_000;
+    let pool = pharmacy::db::pool(&url, &own)?;
     pharmacy::db::migrate::run(&pool).await?;
     pharmacy::seed::create_admin(&pool, prep::ADMIN_EMAIL, prep::PASSWORD, "Bench Admin").await?;
     let stats_db = if cli.stat_statements {

@@ -569,7 +569,7 @@ pub struct FeedChange {
 }
 
 /// A page of the feed.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ChangeFeed {
     pub changes: Vec<FeedChange>,
     /// The cursor to pass as the next `since`: the settled horizon when

@@ -194,13 +194,16 @@ pub async fn changes(
             since: from,
             epoch: Some(&epoch),
         };
-        // Read with the other polls this commit woke (`shared_feed`).
-        let page = live
-            .reads
-            .read(&state.pool, &live.horizon, scope, cursor, limit, signer)
+        // Read with the other polls this commit woke (`shared_feed`);
+        // boxed, so a parked poll's state stays small.
+        let page =
+            Box::pin(
+                live.reads
+                    .read(&state.pool, &live.horizon, scope, cursor, limit, signer),
+            )
             .await?;
         if !page.changes.is_empty() {
-            return Ok(HttpResponse::Ok().json(&*page));
+            return Ok(HttpResponse::Ok().json(page));
         }
         // Nothing the caller may see up to there.
         from = from.max(page.max_rev);

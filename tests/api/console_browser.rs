@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use fantoccini::error::{CmdError, ErrorStatus};
 use fantoccini::{Client, ClientBuilder, Locator};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -207,15 +208,26 @@ impl Browser {
 
     /// Clicks the element `css` selects, waiting for it first (the page a
     /// submitted form leads to may still be loading).
+    /// An element found on a page that is being replaced goes stale before
+    /// the click: it is found again on the new page.
     pub async fn click(&self, css: &str) {
-        self.c()
-            .wait()
-            .for_element(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("{css}: {e}"))
-            .click()
-            .await
-            .unwrap();
+        for attempt in 1.. {
+            let found = self
+                .c()
+                .wait()
+                .for_element(Locator::Css(css))
+                .await
+                .unwrap_or_else(|e| panic!("{css}: {e}"));
+            match found.click().await {
+                Ok(()) => return,
+                Err(CmdError::Standard(e))
+                    if e.error == ErrorStatus::StaleElementReference && attempt < 5 =>
+                {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("{css}: {e}"),
+            }
+        }
     }
 
     pub async fn sign_in(&self, app: &TestApp, email: &str) {

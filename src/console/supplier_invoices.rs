@@ -9,9 +9,9 @@ use actix_web::web;
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
-use super::forms::{self, Field, Form, Sent};
+use super::forms::{self, Choice, Field, Form, Sent};
 use super::suppliers::{self, Shown};
-use super::{see_other, Notice, Outcome, Posted};
+use super::{optional_id, see_other, BranchOption, Notice, Outcome, Posted};
 use crate::state::AppState;
 use domain::buying::received::{GoodsReceivedNote, ReceiptChargeRequest};
 use domain::input::path_id;
@@ -91,11 +91,19 @@ pub struct RecordView {
 }
 
 /// The record form over `notes`, with what was sent and the refusal (when
-/// the notice is about this form) beside its field.
-pub fn view(notes: &[GoodsReceivedNote], sent: &Sent, notice: &Notice) -> RecordView {
+/// the notice is about this form) beside its field. `branches` is the
+/// caller's branch picker (`super::branch_options`): empty for staff of
+/// one branch, else an admin picks where an invoice that bills no
+/// received line goes.
+pub fn view(
+    notes: &[GoodsReceivedNote],
+    sent: &Sent,
+    notice: &Notice,
+    branches: &[BranchOption],
+) -> RecordView {
     let lines = billable(notes, sent, notice);
     let on_a_line = lines.iter().any(|l| l.error.is_some());
-    let header = vec![
+    let mut header = vec![
         Field::text(
             "invoice_no",
             "Supplier's invoice number",
@@ -111,6 +119,9 @@ pub fn view(notes: &[GoodsReceivedNote], sent: &Sent, notice: &Notice) -> Record
             .hint("As printed: the lines billed and the charges must come to it."),
         Field::area("notes", "Notes", &sent.get("notes")).prefixed("inv"),
     ];
+    if let Some(picker) = branch_field(branches, &sent.get("branch_id")) {
+        header.insert(0, picker);
+    }
     let charges = CHARGES
         .iter()
         .map(|(kind, label)| Field::number(kind, label, &sent.get(kind)).prefixed("inv"))
@@ -127,6 +138,33 @@ pub fn view(notes: &[GoodsReceivedNote], sent: &Sent, notice: &Notice) -> Record
         lines,
         charges: Form::plain(charges.fields),
     }
+}
+
+/// An admin's choice of the invoice's branch: the billed lines' branch
+/// when it bills any (the API files it there), else the one picked, else
+/// the admin's own (as the API does when `branch_id` is left out).
+fn branch_field(branches: &[BranchOption], current: &str) -> Option<Field> {
+    if branches.is_empty() {
+        return None;
+    }
+    let mut choices = vec![Choice::new(
+        "",
+        "The billed lines' branch, else your own",
+        current,
+    )];
+    choices.extend(
+        branches
+            .iter()
+            .filter(|b| !b.id.is_empty())
+            .map(|b| Choice::new(b.id.as_str(), b.label.as_str(), current)),
+    );
+    Some(
+        Field::select("branch_id", "Branch", choices)
+            .prefixed("inv")
+            .hint(
+                "Only for an invoice that bills no received line: billed lines decide its branch.",
+            ),
+    )
 }
 
 /// The API's request for what the form sent, with the line ids and charge
@@ -177,8 +215,13 @@ fn request(
     let body = InvoiceRequest {
         supplier_id: Some(supplier_id),
         total_amount: Some(total_amount),
-        // An admin's invoice goes on the branch of the receipts it bills.
-        branch_id: if any_branch { branch } else { None },
+        // An admin's invoice goes on the branch of the receipts it bills,
+        // else on the branch picked.
+        branch_id: if any_branch {
+            branch.or(optional_id("branch_id", Some(&sent.get("branch_id")))?)
+        } else {
+            None
+        },
         invoice_no: Some(sent.get("invoice_no")),
         due_date: (!due.trim().is_empty()).then_some(due),
         notes: Some(sent.get("notes")),

@@ -19,7 +19,9 @@ use uuid::Uuid;
 use super::forms::{self, base_of, Choice, Form, Pager, Sent};
 use super::supplier_invoices::{self, RecordView};
 use super::supplier_returns::{self, ReturnRow};
-use super::{html_status, money, see_other, when, Chrome, Notice, Outcome, Posted, Staff};
+use super::{
+    branch_options, html_status, money, see_other, when, Chrome, Notice, Outcome, Posted, Staff,
+};
 use crate::state::AppState;
 use domain::buying::received::GoodsReceivedNote;
 use domain::buying::{orders, received};
@@ -310,7 +312,14 @@ pub async fn show(
     let quiet = Notice::default();
     let for_record = if about == "record" { &notice } else { &quiet };
     let for_return = if about == "return" { &notice } else { &quiet };
-    let record = can_see_invoices.then(|| supplier_invoices::view(&notes, &sent, for_record));
+    let record = if can_see_invoices {
+        let branches = branch_options(&client, staff, None).await?;
+        Some(supplier_invoices::view(
+            &notes, &sent, for_record, &branches,
+        ))
+    } else {
+        None
+    };
     let can_read_returns = Action::ReadSupplierReturns.permits(staff.role());
     let returns = if can_read_returns {
         supplier_returns::of_supplier(&client, branch_id, id, first).await?

@@ -311,3 +311,54 @@ async fn a_batch_sent_back_on_screen_makes_the_apis_return_and_debit_note() {
     let (status, _, _) = cashier.post(&post, &[("quantity", "1")]).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
 }
+
+#[tokio::test]
+async fn an_admin_picks_the_branch_of_an_invoice_that_bills_no_line() {
+    let app = TestApp::spawn().await;
+    let a = app.branch("KLA").await;
+    let b = app.branch("JJA").await;
+    let (_, admin) = app.signed_in(a, Role::Admin).await;
+    let supplier = app.supplier("Abacus Pharma").await;
+    let page = format!("/console/suppliers/{supplier}");
+    let post = format!("{page}/invoices");
+    let (_, screen) = Console::of(&app, a, Role::Admin).await;
+    let (status, html, _) = screen.get(&page).await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    assert!(html.contains(r#"id="inv-branch_id""#), "{html}");
+    assert!(html.contains(&format!(r#"value="{b}""#)), "{html}");
+
+    // Not a branch: refused beside the picker, nothing recorded.
+    let (status, html, _) = screen
+        .post(&post, &[("total_amount", "40"), ("branch_id", "nowhere")])
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{html}");
+    assert!(text_of(&html, "inv-branch_id-error").is_some(), "{html}");
+
+    // An unmatched invoice for the other branch goes there.
+    let b_id = b.to_string();
+    let (status, html, _) = screen
+        .post(
+            &post,
+            &[
+                ("invoice_no", "AB-9"),
+                ("total_amount", "40"),
+                ("branch_id", b_id.as_str()),
+            ],
+        )
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{html}");
+    let (_, list) = app
+        .get(
+            &format!("/supplier-finance/invoices?supplier_id={supplier}"),
+            &admin,
+        )
+        .await;
+    assert_eq!(list["items"].as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list["items"][0]["invoice_no"], "AB-9", "{list}");
+    assert_eq!(list["items"][0]["branch_id"], b_id, "{list}");
+
+    // Staff of one branch get no picker: their own branch is implied.
+    let (_, manager) = Console::of(&app, a, Role::InventoryManager).await;
+    let (_, html, _) = manager.get(&page).await;
+    assert!(!html.contains(r#"id="inv-branch_id""#), "{html}");
+}

@@ -120,7 +120,7 @@ pub async fn create_admin(
         },
     )
     .await?;
-    tx.commit().await?;
+    domain::db::commit(tx).await?;
     Ok(AdminOutcome::Created(user.id))
 }
 
@@ -184,7 +184,7 @@ pub async fn seed_demo(pool: &Pool) -> Result<bool> {
         }
     }
     seed_catalogue_and_sales(&tx, &sellers).await?;
-    tx.commit().await?;
+    domain::db::commit(tx).await?;
     seed_supplier_invoices(pool, sellers[0]).await?;
     Ok(true)
 }

@@ -102,7 +102,7 @@ pub async fn seed_large(pool: &Pool, spec: &LargeSpec) -> Result<Option<LargeOut
     let counts = count(&tx).await?;
     tx.batch_execute("DROP FUNCTION pg_temp.uuid7(timestamptz)")
         .await?;
-    tx.commit().await?;
+    domain::db::commit(tx).await?;
     // Index-only scans need the visibility map; fresh statistics for the planner.
     // (A multi-statement string would run in one transaction, which VACUUM refuses.)
     client.batch_execute("SET statement_timeout = 0").await?;

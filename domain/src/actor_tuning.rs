@@ -304,7 +304,7 @@ pub async fn set_tuning(
         },
     )
     .await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     apply(rt, id, &code, Some(&after));
     Ok(tuning(rt, id, code, Some(after)))
 }
@@ -331,7 +331,7 @@ pub async fn clear_tuning(rt: &Runtime<'_>, acting: &Acting, id: Uuid) -> Result
         )
         .await?;
     }
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     apply(rt, id, &code, None);
     Ok(())
 }

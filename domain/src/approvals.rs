@@ -320,6 +320,6 @@ pub async fn decide_one(
         acting.can_see_branch(b)
     })
     .await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(after)
 }

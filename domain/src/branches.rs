@@ -351,7 +351,7 @@ pub async fn create_branch(pool: &Pool, acting: &Acting, body: BranchCreate) -> 
     let branch = insert(&tx, acting.org_id, fields)
         .await
         .map_err(duplicate_code)?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(branch)
 }
 
@@ -396,7 +396,7 @@ pub async fn update_branch(pool: &Pool, id: Uuid, body: BranchUpdate) -> Result<
         .await
         .map_err(duplicate_code)?
         .ok_or_else(|| Error::not_found("Branch not found"))?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(branch)
 }
 
@@ -418,6 +418,6 @@ pub async fn delete_branch(pool: &Pool, acting: &Acting, id: Uuid) -> Result<()>
     soft_delete(&tx, id)
         .await?
         .ok_or_else(|| Error::not_found("Branch not found"))?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(())
 }

@@ -227,25 +227,7 @@ impl<'a> Tx<'a> {
         self.finished = true;
         let client: &tokio_postgres::Client = self.client;
         match self.savepoint {
-            None => {
-                let commit = client.batch_execute("COMMIT");
-                match commit_bound() {
-                    None => commit.await?,
-                    Some(bound) => match tokio::time::timeout(bound, commit).await {
-                        Ok(done) => done?,
-                        Err(_) => {
-                            abandon(self.client);
-                            tracing::warn!(
-                                bound_ms = bound.as_millis() as u64,
-                                "COMMIT unconfirmed within the statement timeout \
-                                 (a synchronous standby not answering?); its connection \
-                                 is abandoned and the request answered 503"
-                            );
-                            return Err(Error::commit_unknown());
-                        }
-                    },
-                }
-            }
+            None => bounded(connection_key(self.client), client.batch_execute("COMMIT")).await?,
             Some(name) => {
                 client
                     .batch_execute(&format!("RELEASE SAVEPOINT {name}"))
@@ -292,6 +274,48 @@ impl Drop for Tx<'_> {
     }
 }
 
+/// Commits a transaction of the driver's (`client.transaction()`, for
+/// writes that need its savepoints or its awaited `BEGIN`) with the same
+/// bounded wait for a synchronous standby as `Tx::commit`, for the same
+/// reasons: past the bound the answer is 503 `database_unavailable` and
+/// the connection is abandoned, its `COMMIT` still waiting and never
+/// cancelled. The driver's own `commit` is refused by clippy
+/// (`clippy.toml`), so no write commits unbounded.
+#[allow(clippy::disallowed_methods)]
+pub async fn commit(tx: Transaction<'_>) -> Result<()> {
+    // The connection's statement cache: shared by the transaction and its
+    // client, one per connection for its whole life.
+    let key = Arc::as_ptr(&tx.statement_cache).addr();
+    bounded(key, tx.commit()).await
+}
+
+/// Waits for `commit` (a `COMMIT` sent on the connection `key`) for as
+/// long as the bound; past it, abandons the connection. Dropping the
+/// unfinished commit sends nothing more: the driver has already sent the
+/// `COMMIT`, and a dropped transaction that began committing rolls
+/// nothing back.
+async fn bounded(
+    key: usize,
+    commit: impl std::future::Future<Output = std::result::Result<(), tokio_postgres::Error>>,
+) -> Result<()> {
+    let Some(bound) = commit_bound() else {
+        return Ok(commit.await?);
+    };
+    match tokio::time::timeout(bound, commit).await {
+        Ok(done) => Ok(done?),
+        Err(_) => {
+            abandon(key);
+            tracing::warn!(
+                bound_ms = bound.as_millis() as u64,
+                "COMMIT unconfirmed within the statement timeout \
+                 (a synchronous standby not answering?); its connection \
+                 is abandoned and the request answered 503"
+            );
+            Err(Error::commit_unknown())
+        }
+    }
+}
+
 /// The longest a `COMMIT` is waited for, in milliseconds (0: no bound).
 static COMMIT_BOUND_MS: AtomicU64 = AtomicU64::new(0);
 
@@ -322,7 +346,7 @@ fn connection_key(client: &ClientWrapper) -> usize {
     Arc::as_ptr(&client.statement_cache).addr()
 }
 
-/// Marks `client` never to be handed out again: its session is still
+/// Marks the connection `key` never to be handed out again: its session is still
 /// waiting for a `COMMIT` (for the synchronous standby), so a request on
 /// it would queue behind that wait. The pool's pre-recycle hook
 /// (`abandoned`) drops it the next time the pool would hand it out;
@@ -331,11 +355,11 @@ fn connection_key(client: &ClientWrapper) -> usize {
 /// never acknowledging. (A mark outliving its connection, when a pool is
 /// closed, costs at most one needless reconnect of a later connection at
 /// the same address.)
-fn abandon(client: &Object) {
+fn abandon(key: usize) {
     ABANDONED
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .insert(connection_key(client));
+        .insert(key);
 }
 
 /// The pool's pre-recycle check: true (and forgotten) for a connection

@@ -139,6 +139,6 @@ pub async fn receive(
         });
     }
     insert(&tx, enquiry).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(())
 }

@@ -280,7 +280,7 @@ pub async fn create(pool: &Pool, medicine_id: Uuid, body: PackWrite) -> Result<P
         .map_err(clash)?;
     let pack = Pack::from_row(&row);
     emit(&tx, rev, &pack, Op::Create).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(pack)
 }
 
@@ -299,7 +299,7 @@ pub async fn update(
     let tx = client.transaction().await?;
     lock_medicine(&tx, medicine_id).await?;
     let pack = write(&tx, medicine_id, pack_id, f, gtin, Op::Update).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(pack)
 }
 
@@ -311,7 +311,7 @@ pub async fn delete(pool: &Pool, medicine_id: Uuid, pack_id: Uuid) -> Result<()>
     let mut f = Fields::of(PackColumn::IsActive, false);
     f.set(PackColumn::IsDeleted, true);
     write(&tx, medicine_id, pack_id, f, None, Op::Delete).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(())
 }
 

@@ -5,7 +5,8 @@
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::print_stderr,
-    reason = "tests fail loudly by design, and report their figures on stderr"
+    clippy::disallowed_methods,
+    reason = "tests fail loudly by design, report their figures on stderr, and stage interleavings on raw sessions"
 )]
 
 mod common;

@@ -285,10 +285,34 @@ async fn a_commit_the_synchronous_standby_does_not_confirm_is_503_and_its_retry_
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert!(retry.is_some());
 
-    // The standby runs again: the waiting commit stands, on both nodes.
+    // A back-office write (a supplier created, on a transaction of the
+    // driver's rather than the sale path's) is bounded the same way: 503,
+    // not a request held for as long as the standby hangs.
+    let asked = Instant::now();
+    let res = app
+        .http
+        .post(format!("{}/suppliers", app.base))
+        .bearer_auth(&admin)
+        .json(&json!({"name": "Held Supplies"}))
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .expect("a back-office write is not held while the standby hangs");
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["code"], "database_unavailable", "{body}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        asked.elapsed()
+    );
+    let count_supplier = "SELECT count(*) FROM suppliers WHERE name = 'Held Supplies'";
+
+    // The standby runs again: the waiting commits stand, on both nodes.
     drop(hung);
     wait_for(&primary, WAITING_FOR_STANDBY, 0, "the commit still waits").await;
     wait_for(&on_primary, count_held, 1, "the held sale").await;
+    wait_for(&on_primary, count_supplier, 1, "the held supplier").await;
     let (status, _, again) = post_sale(&app, &cashier, &sale("sync-held")).await;
     assert_eq!(
         status,

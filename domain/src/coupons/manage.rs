@@ -269,7 +269,7 @@ pub async fn create(pool: &Pool, body: CouponCreate, created_by: Uuid) -> Result
     let coupon = validate(&client, body, created_by).await?;
     let tx = client.transaction().await?;
     let created = insert(&tx, coupon).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(CouponView::from(created))
 }
 

@@ -13,7 +13,7 @@ pub async fn create(pool: &Pool, body: CustomerWrite, role: Role) -> Result<Cust
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     let created = super::create(&tx, body, None, role).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(created)
 }
 
@@ -22,7 +22,7 @@ pub async fn edit(pool: &Pool, id: Uuid, body: CustomerWrite, role: Role) -> Res
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     let edited = super::edit(&tx, id, body, role).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(edited)
 }
 
@@ -31,6 +31,6 @@ pub async fn remove(pool: &Pool, id: Uuid) -> Result<Customer> {
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     let removed = super::remove(&tx, id).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(removed)
 }

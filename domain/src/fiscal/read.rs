@@ -306,7 +306,7 @@ pub async fn retry_visible(
         return Err(Error::not_found("Fiscal document not found"));
     }
     let made = retry(&tx, id).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(made)
 }
 

@@ -209,7 +209,7 @@ async fn submit_one(
         // The tills learn the identifiers with the acceptance, or not at all.
         publish(&tx, &doc).await?;
     }
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(())
 }
 

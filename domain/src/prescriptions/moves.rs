@@ -15,7 +15,7 @@ pub async fn record(pool: &Pool, new: NewPrescription) -> Result<Prescription> {
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     let prescription = super::insert(&tx, new).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(prescription)
 }
 
@@ -111,6 +111,6 @@ pub async fn run_move(
     } else {
         Some(visible(&tx, acting, id).await?)
     };
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(after)
 }

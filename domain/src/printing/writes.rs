@@ -283,7 +283,7 @@ pub async fn create_printer(pool: &Pool, acting: &Acting, body: PrinterWrite) ->
     let wants_default = body.is_default.is_some_and(|Flag(d)| d);
     let tx = client.transaction().await?;
     let row = create(&tx, Kind::Printer, branch_id, fields, wants_default).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(Printer::from_row(&row))
 }
 
@@ -298,7 +298,7 @@ pub async fn update_printer(pool: &Pool, id: Uuid, body: PrinterWrite) -> Result
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     let row = update(&tx, Kind::Printer, id, fields, wants_default).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(Printer::from_row(&row))
 }
 
@@ -308,7 +308,7 @@ pub async fn remove(pool: &Pool, kind: Kind, id: Uuid) -> Result<()> {
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     delete(&tx, kind, id).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(())
 }
 
@@ -329,7 +329,7 @@ pub async fn create_template(
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     let row = create(&tx, Kind::Template, branch_id, fields, wants_default).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(ReceiptTemplate::from_row(&row))
 }
 
@@ -348,7 +348,7 @@ pub async fn update_template(
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     let row = update(&tx, Kind::Template, id, fields, wants_default).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(ReceiptTemplate::from_row(&row))
 }
 

@@ -76,7 +76,7 @@ impl Command for CreateReturn {
         let tx = client.transaction().await?;
         let attempt = match file(&tx, &r).await {
             Ok(note) => {
-                tx.commit().await?;
+                crate::db::commit(tx).await?;
                 Ok(Outcome {
                     note,
                     replayed: false,
@@ -135,7 +135,7 @@ impl Command for DecideRefund {
         } else {
             reject(&tx, return_id).await?;
         }
-        tx.commit().await?;
+        crate::db::commit(tx).await?;
         Ok(approval)
     }
 }

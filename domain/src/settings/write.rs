@@ -390,7 +390,7 @@ pub async fn change(pool: &Pool, acting: &Acting, body: SettingsWrite) -> Result
         },
     )
     .await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(after)
 }
 

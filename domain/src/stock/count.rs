@@ -145,7 +145,7 @@ impl Command for SubmitCount {
         let mut client = pool.get().await?;
         let tx = client.transaction().await?;
         let result = submit(&tx, self).await?;
-        tx.commit().await?;
+        crate::db::commit(tx).await?;
         Ok(result)
     }
 }

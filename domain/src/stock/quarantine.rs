@@ -86,6 +86,6 @@ pub async fn set_status(pool: &Pool, acting: &Acting, id: Uuid, status: String) 
         },
     )
     .await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(batch)
 }

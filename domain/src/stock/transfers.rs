@@ -260,7 +260,7 @@ impl Command for CreateTransfer {
         let tx = client.transaction().await?;
         let id = create(&tx, &self).await?;
         let transfer = read_back(&tx, id).await?;
-        tx.commit().await?;
+        crate::db::commit(tx).await?;
         Ok(transfer)
     }
 }
@@ -510,7 +510,7 @@ impl Command for ReceiveTransfer {
             .to_owned();
         db::execute(&tx, &done).await?;
         let transfer = read_back(&tx, id).await?;
-        tx.commit().await?;
+        crate::db::commit(tx).await?;
         Ok(transfer)
     }
 }
@@ -553,7 +553,7 @@ impl Command for CancelTransfer {
             .to_owned();
         db::execute(&tx, &done).await?;
         let transfer = read_back(&tx, id).await?;
-        tx.commit().await?;
+        crate::db::commit(tx).await?;
         Ok(transfer)
     }
 }

@@ -12,7 +12,7 @@ pub async fn create(pool: &Pool, body: SupplierWrite) -> Result<Supplier> {
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     let created = super::create(&tx, body, None).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(created)
 }
 
@@ -21,7 +21,7 @@ pub async fn edit(pool: &Pool, id: Uuid, body: SupplierWrite) -> Result<Supplier
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     let edited = super::edit(&tx, id, body).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(edited)
 }
 
@@ -30,6 +30,6 @@ pub async fn remove(pool: &Pool, id: Uuid) -> Result<Supplier> {
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     let removed = super::remove(&tx, id).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(removed)
 }

@@ -362,7 +362,7 @@ impl actors::runtime::Command for PaySupplierInvoice {
         let invoice = get(&tx, invoice_id)
             .await?
             .ok_or_else(|| Error::internal("paid supplier invoice vanished"))?;
-        tx.commit().await?;
+        crate::db::commit(tx).await?;
         Ok(SupplierPaymentReceipt { payment, invoice })
     }
 }
@@ -491,7 +491,7 @@ pub async fn record(pool: &Pool, acting: &Acting, body: InvoiceRequest) -> Resul
         .await?
         .ok_or_else(|| Error::validation("supplier_id", "`supplier_id` names no supplier."))?;
     let Some(billing) = billing else {
-        tx.commit().await?;
+        crate::db::commit(tx).await?;
         return Ok(invoice);
     };
     let parties = matching::Invoice {
@@ -503,7 +503,7 @@ pub async fn record(pool: &Pool, acting: &Acting, body: InvoiceRequest) -> Resul
     let invoice = get(&tx, invoice.id)
         .await?
         .ok_or_else(|| Error::internal("the invoice just billed vanished"))?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(invoice)
 }
 

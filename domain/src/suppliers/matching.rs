@@ -571,6 +571,6 @@ pub async fn release(
     let invoice = super::invoices::get(&tx, id)
         .await?
         .ok_or_else(|| Error::internal("the released invoice vanished"))?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(invoice)
 }

@@ -444,6 +444,6 @@ pub async fn resolve_one(
         (acting.user_id, acting.role),
     )
     .await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(resolution)
 }

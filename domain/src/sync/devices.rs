@@ -215,7 +215,7 @@ pub async fn register_till(
     let tx = client.transaction().await?;
     let device = insert(&tx, branch_id, &name, acting.user_id).await?;
     audit_device(&tx, acting, "device.create", None, &device).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(device)
 }
 
@@ -233,7 +233,7 @@ pub async fn revoke_till(pool: &Pool, acting: &Acting, id: Uuid) -> Result<Devic
     }
     let after = revoke(&tx, id).await?.ok_or_else(not_found)?;
     audit_device(&tx, acting, "device.revoke", Some(&before), &after).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(after)
 }
 

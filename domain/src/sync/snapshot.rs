@@ -278,7 +278,7 @@ async fn read_in_one_transaction(pool: &Pool, scope: Scope) -> Result<(Snapshot,
         medicine_packs: packs.into(),
         server,
     };
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok((snapshot, seen))
 }
 

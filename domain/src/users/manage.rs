@@ -143,7 +143,7 @@ pub async fn create_user(pool: &Pool, acting: &Acting, body: UserCreate) -> Resu
     .await
     .map_err(duplicate_email)?;
     audit_user(&tx, acting, "user.create", None, Some(&user)).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(user)
 }
 
@@ -210,7 +210,7 @@ pub async fn update_user(pool: &Pool, acting: &Acting, id: Uuid, body: UserUpdat
         "user.update"
     };
     audit_user(&tx, acting, action, Some(&before), Some(&user)).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(user)
 }
 
@@ -238,6 +238,6 @@ pub async fn deactivate_user(pool: &Pool, acting: &Acting, id: Uuid) -> Result<(
         .ok_or_else(|| Error::not_found("User not found"))?;
     revoke_refresh_tokens(&tx, id).await?;
     audit_user(&tx, acting, "user.deactivate", Some(&before), Some(&user)).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(())
 }

@@ -175,7 +175,7 @@ pub async fn login(
         creds.token_version,
     )
     .await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(response)
 }
 
@@ -213,7 +213,7 @@ pub async fn refresh(
         consumed.token_version,
     )
     .await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(response)
 }
 
@@ -236,7 +236,7 @@ pub async fn logout(
             }
         }
     }
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(())
 }
 
@@ -311,7 +311,7 @@ pub async fn change_password(
     .await?;
     let session = sessions::open(&tx, user.id, version).await?;
     let response = issue_pair(&tx, issuer, user, creds.org_id, session, version).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(response)
 }
 
@@ -337,7 +337,7 @@ pub async fn open_console(
         csrf_token: csrf,
     };
     console_sessions::open(&tx, digest, &session, life).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(())
 }
 
@@ -348,6 +348,6 @@ pub async fn end_console(pool: &Pool, digest: Vec<u8>) -> Result<()> {
     if let Some(auth_session) = console_sessions::remove(&tx, digest).await? {
         sessions::revoke(&tx, auth_session).await?;
     }
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(())
 }

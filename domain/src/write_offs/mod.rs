@@ -239,7 +239,7 @@ impl Command for RecordWriteOff {
         let mut client = pool.get().await?;
         let tx = client.transaction().await?;
         let id = record(&tx, &self.0).await?;
-        tx.commit().await?;
+        crate::db::commit(tx).await?;
         get(&client, id)
             .await?
             .ok_or_else(|| Error::internal("the write-off just recorded vanished"))

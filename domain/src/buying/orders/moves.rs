@@ -156,6 +156,6 @@ pub async fn move_order(pool: &Pool, acting: &Acting, id: Uuid, mv: Move) -> Res
         .await?;
     }
     let moved = read_back(&tx, id).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(moved)
 }

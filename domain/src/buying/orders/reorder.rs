@@ -112,6 +112,6 @@ pub async fn from_reorder(
         lines,
     };
     let made = insert(&tx, acting, order).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(made)
 }

@@ -232,7 +232,7 @@ pub async fn create(
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     let made = insert(&tx, acting, order).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(made)
 }
 
@@ -315,6 +315,6 @@ pub async fn replace(
         .to_owned();
     db::execute(&tx, &q).await?;
     let changed = read_back(&tx, id).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(changed)
 }

@@ -84,7 +84,7 @@ impl Command for PostNote {
         let posted = read::get(&tx, note.id)
             .await?
             .ok_or_else(|| Error::internal("the note just posted vanished"))?;
-        tx.commit().await?;
+        crate::db::commit(tx).await?;
         Ok(posted)
     }
 }

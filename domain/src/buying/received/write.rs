@@ -44,7 +44,7 @@ pub async fn create(pool: &Pool, note: NewNote) -> Result<GoodsReceivedNote> {
     let answer = read::get(&tx, id)
         .await?
         .ok_or_else(|| Error::internal("the note just drafted vanished"))?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(answer)
 }
 
@@ -371,7 +371,7 @@ pub async fn replace(pool: &Pool, id: Uuid, note: NewNote) -> Result<GoodsReceiv
     let answer = read::get(&tx, id)
         .await?
         .ok_or_else(|| Error::internal("the note just replaced vanished"))?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(answer)
 }
 
@@ -386,7 +386,7 @@ pub async fn discard(pool: &Pool, id: Uuid, branch_id: Uuid) -> Result<()> {
         r#"DELETE FROM goods_received_notes WHERE id = {id}"#
     );
     db::raw_all(&tx, &q.sql, q.values).await?;
-    tx.commit().await?;
+    crate::db::commit(tx).await?;
     Ok(())
 }
 

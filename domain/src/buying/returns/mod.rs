@@ -233,7 +233,7 @@ impl Command for RecordSupplierReturn {
         let mut client = pool.get().await?;
         let tx = client.transaction().await?;
         let id = record(&tx, &self.0).await?;
-        tx.commit().await?;
+        crate::db::commit(tx).await?;
         get(&client, id)
             .await?
             .ok_or_else(|| Error::internal("the supplier return just recorded vanished"))

@@ -248,7 +248,7 @@ impl Command for ReceivePurchase {
             }],
         );
         fiscal::outbox::enqueue(&tx, &[increase]).await?;
-        tx.commit().await?;
+        crate::db::commit(tx).await?;
         Ok(answer(
             batch,
             parties,

@@ -729,26 +729,38 @@ async fn page_after(
             return Ok(ChangeFeed::nothing_since(since, &epoch));
         }
         conn = pool.get().await?;
-        // Another connection: it must still reach the same history.
-        let again = horizon.look_all(&conn).await?;
-        if primary_epoch(&again.identity)? != epoch {
+        // Another connection: it must still reach the same history. The
+        // look and the page go out together (one round trip); the page is
+        // discarded when the look finds another history.
+        let (again, page) = futures_util::join!(
+            horizon.look_all(&conn),
+            change_rows(&conn, scope, since, settled, limit + 1)
+        );
+        if primary_epoch(&again?.identity)? != epoch {
             return Err(Error::database_unavailable(2));
         }
+        return Ok(cut_page(page?, limit, settled, epoch));
     }
     // One more than asked tells whether more remain.
-    let mut changes = change_rows(&conn, scope, since, settled, limit + 1).await?;
+    let changes = change_rows(&conn, scope, since, settled, limit + 1).await?;
+    Ok(cut_page(changes, limit, settled, epoch))
+}
+
+/// The page of `changes` (read one beyond `limit`) up to the horizon
+/// `settled`, in the history `epoch`.
+fn cut_page(mut changes: Vec<FeedChange>, limit: i64, settled: i64, epoch: String) -> ChangeFeed {
     let has_more = changes.len() as i64 > limit;
     changes.truncate(limit as usize);
     let max_rev = match changes.last() {
         Some(last) if has_more => last.rev,
         _ => settled,
     };
-    Ok(ChangeFeed {
+    ChangeFeed {
         changes,
         max_rev,
         has_more,
         epoch,
-    })
+    }
 }
 
 /// The epoch of the server the feed reads, which must be a primary: the

@@ -17,6 +17,7 @@
 #   deploy/ha-cluster.sh kill-replica [--dir DIR]     # kill -9 the synchronous standby's postmaster
 #   deploy/ha-cluster.sh stop-node|start-node NODE [--dir DIR]  # a whole node (Patroni and PostgreSQL)
 #   deploy/ha-cluster.sh kill-node [--dir DIR]        # kill -9 the leader's Patroni and postmaster (a node lost)
+#   deploy/ha-cluster.sh stop-leader [--dir DIR]      # stop the leader's node in order (maintenance); prints its name
 #   deploy/ha-cluster.sh freeze-leader|thaw NODE [--dir DIR]    # SIGSTOP / SIGCONT the leader's Patroni
 #   deploy/ha-cluster.sh kill-etcd [MEMBER] [--dir DIR]         # kill -9 one etcd member (default e3)
 #   deploy/ha-cluster.sh start-etcd [MEMBER] [--dir DIR]
@@ -621,6 +622,20 @@ kill_replica() {
     echo "$r"
 }
 
+# The leader's node stopped in order, as for maintenance: SIGTERM to its
+# Patroni, which stops PostgreSQL cleanly and gives the leader lock up, so
+# the synchronous standby takes over without waiting for the lock's ttl;
+# `start-node NODE` brings the node back, as a replica.
+stop_leader() {
+    need_cluster
+    local l
+    l="$(leader)"
+    [[ -n "$l" ]] || die "no leader to stop"
+    stop_pid "patroni-$l" 60
+    say "stopped the leader $l (Patroni and its PostgreSQL)"
+    echo "$l"
+}
+
 # A whole node lost at once (power, kernel, network gone): kill -9 of the
 # leader's Patroni and then of its postmaster. Nobody gives the leader lock
 # up, so it expires after ttl and the synchronous standby takes over;
@@ -686,6 +701,7 @@ case "$COMMAND" in
     kill-primary) kill_primary ;;
     kill-replica) kill_replica ;;
     kill-node) kill_node ;;
+    stop-leader) stop_leader ;;
     stop-node) need_cluster; node_arg; stop_pid "patroni-$ARG" 60; say "$ARG stopped" ;;
     start-node) need_cluster; node_arg; alive "$(pid_of "patroni-$ARG")" && { say "$ARG is running"; exit 0; }; start_patroni "$ARG" ;;
     freeze-leader) freeze_leader ;;

@@ -21,7 +21,11 @@
 #   node      the whole leader node lost: kill -9 of its Patroni and its
 #             postmaster, started again once a replica leads; like freeze,
 #             writes back once the lock's ttl ran out (within 45 s), nothing
-#             lost, the node rejoins as a replica.
+#             lost, the node rejoins as a replica;
+#   stop      the leader's node stopped in order (maintenance): its Patroni
+#             stops PostgreSQL and hands the lock over, so writes come back
+#             as after a failover; started again once a replica leads,
+#             nothing lost, the node rejoins as a replica.
 #
 # After each drill the new leader's database is checked: every acknowledged
 # write once with its content, icv gapless, hash chains verified, stock =
@@ -29,7 +33,7 @@
 # and epoch) taken before the fault gets 409 `resnapshot` after a drill
 # that promoted a replica (a new epoch), a page after one that did not.
 # Finally `down`, and a check that nothing of the cluster is left running.
-# About five minutes (debug build, this shared 2-core machine).
+# About six minutes (debug build, this shared 2-core machine).
 #
 #   scripts/ha-check.sh        # PHARMACY_BIN defaults to target/debug/pharmacy (built if missing)
 #   HA_CHECK_PORT=19480 HA_CHECK_DRILLS=failover scripts/ha-check.sh
@@ -43,7 +47,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 started=$(date +%s)
 PORT="${HA_CHECK_PORT:-18880}"
-DRILLS="${HA_CHECK_DRILLS:-failover,replica,etcd,freeze,node}"
+DRILLS="${HA_CHECK_DRILLS:-failover,replica,etcd,freeze,node,stop}"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 DIR="$ROOT/target/ha-bench/cluster"
 

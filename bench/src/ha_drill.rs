@@ -41,6 +41,10 @@ pub enum Drill {
     /// The whole leader node lost: kill -9 of its Patroni and its
     /// postmaster; started again once another node leads.
     Node,
+    /// The leader node stopped in order (maintenance): its Patroni stops
+    /// PostgreSQL and hands the lock over; started again once another
+    /// node leads.
+    Stop,
 }
 
 impl Drill {
@@ -51,7 +55,8 @@ impl Drill {
             "etcd" => Drill::Etcd,
             "freeze" => Drill::Freeze,
             "node" => Drill::Node,
-            other => bail!("unknown drill {other}: failover, replica, etcd, freeze or node"),
+            "stop" => Drill::Stop,
+            other => bail!("unknown drill {other}: failover, replica, etcd, freeze, node or stop"),
         })
     }
 
@@ -62,6 +67,7 @@ impl Drill {
             Drill::Etcd => "etcd",
             Drill::Freeze => "freeze",
             Drill::Node => "node",
+            Drill::Stop => "stop",
         }
     }
 
@@ -72,13 +78,23 @@ impl Drill {
             Drill::Etcd => &["kill-etcd", "e3"],
             Drill::Freeze => &["freeze-leader"],
             Drill::Node => &["kill-node"],
+            Drill::Stop => &["stop-leader"],
         }
     }
 
     /// Whether the fault moves the leader (a promotion: a new timeline,
     /// so a new feed epoch).
     fn promotes(self) -> bool {
-        matches!(self, Drill::Failover | Drill::Freeze | Drill::Node)
+        matches!(
+            self,
+            Drill::Failover | Drill::Freeze | Drill::Node | Drill::Stop
+        )
+    }
+
+    /// Whether the fault takes a node out until another leads: it is then
+    /// started again (thawed), so the cluster can be whole.
+    fn brings_back(self) -> bool {
+        matches!(self, Drill::Freeze | Drill::Node | Drill::Stop)
     }
 
     /// Whether the leader keeps its lock until the lock's ttl (20 s) runs
@@ -249,9 +265,9 @@ pub async fn run(
         run_blocking(cluster, &["start-etcd", "e3"])?;
         println!("  etcd member e3 started again");
     }
-    if drill.waits_for_ttl() {
+    if drill.brings_back() {
         // Thawed (started again) once another node leads: the frozen or
-        // lost node's lock expired.
+        // lost node's lock expired, or the stopped one handed it over.
         let deadline = fault_at + Duration::from_secs(60);
         loop {
             let members = run_blocking(cluster, &["members"]).unwrap_or_default();
@@ -261,10 +277,10 @@ pub async fn run(
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        let again = if drill == Drill::Node {
-            "start-node"
-        } else {
+        let again = if drill == Drill::Freeze {
             "thaw"
+        } else {
+            "start-node"
         };
         run_blocking(cluster, &[again, report.fault_hit.as_str()])?;
         println!(
@@ -285,7 +301,7 @@ pub async fn run(
             seen_broken |= !ok;
             let done = ok
                 && match drill {
-                    Drill::Failover | Drill::Freeze | Drill::Node => {
+                    Drill::Failover | Drill::Freeze | Drill::Node | Drill::Stop => {
                         leader_of(&members) != Some(report.leader_before.as_str())
                     }
                     Drill::Replica => seen_broken || fault_at.elapsed() > Duration::from_secs(10),

@@ -18,6 +18,7 @@
 #   deploy/ha-cluster.sh stop-node|start-node NODE [--dir DIR]  # a whole node (Patroni and PostgreSQL)
 #   deploy/ha-cluster.sh kill-node [--dir DIR]        # kill -9 the leader's Patroni and postmaster (a node lost)
 #   deploy/ha-cluster.sh stop-leader [--dir DIR]      # stop the leader's node in order (maintenance); prints its name
+#   deploy/ha-cluster.sh kill-replicas [--dir DIR]    # kill -9 both replicas' Patroni and postmaster (two nodes lost)
 #   deploy/ha-cluster.sh freeze-leader|thaw NODE [--dir DIR]    # SIGSTOP / SIGCONT the leader's Patroni
 #   deploy/ha-cluster.sh kill-etcd [MEMBER] [--dir DIR]         # kill -9 one etcd member (default e3)
 #   deploy/ha-cluster.sh start-etcd [MEMBER] [--dir DIR]
@@ -622,6 +623,28 @@ kill_replica() {
     echo "$r"
 }
 
+# Two nodes lost at once: kill -9 of both replicas' Patroni and then of
+# their postmasters. Not strict, the leader goes on alone once its Patroni
+# finds no synchronous standby left (it empties synchronous_standby_names,
+# which releases the commits waiting for the lost one); strict, writes
+# wait until a replica is back. `start-node NODE` brings each back.
+kill_replicas() {
+    need_cluster
+    local l n patroni pid lost=()
+    l="$(leader)"
+    [[ -n "$l" ]] || die "no leader"
+    for n in $(members | awk -v l="$l" '$1 != l { print $1 }'); do
+        patroni="$(pid_of "patroni-$n")"
+        pid="$(postmaster_pid "$n")"
+        alive "$patroni" && kill -KILL "$patroni"
+        [[ -n "$pid" ]] && kill -KILL "$pid"
+        lost+=("$n")
+    done
+    [[ ${#lost[@]} -eq 2 ]] || die "expected two replicas, found ${#lost[@]}"
+    say "killed -9 Patroni and the postmaster of the replicas ${lost[*]}"
+    echo "${lost[*]}"
+}
+
 # The leader's node stopped in order, as for maintenance: SIGTERM to its
 # Patroni, which stops PostgreSQL cleanly and gives the leader lock up, so
 # the synchronous standby takes over without waiting for the lock's ttl;
@@ -702,6 +725,7 @@ case "$COMMAND" in
     kill-replica) kill_replica ;;
     kill-node) kill_node ;;
     stop-leader) stop_leader ;;
+    kill-replicas) kill_replicas ;;
     stop-node) need_cluster; node_arg; stop_pid "patroni-$ARG" 60; say "$ARG stopped" ;;
     start-node) need_cluster; node_arg; alive "$(pid_of "patroni-$ARG")" && { say "$ARG is running"; exit 0; }; start_patroni "$ARG" ;;
     freeze-leader) freeze_leader ;;

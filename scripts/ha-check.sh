@@ -25,7 +25,10 @@
 #   stop      the leader's node stopped in order (maintenance): its Patroni
 #             stops PostgreSQL and hands the lock over, so writes come back
 #             as after a failover; started again once a replica leads,
-#             nothing lost, the node rejoins as a replica.
+#             nothing lost, the node rejoins as a replica;
+#   replicas  both replicas' nodes lost (kill -9 of their Patroni and
+#             postmaster), started again 10 s later: the leader goes on
+#             alone, nothing lost, both rejoin as replicas.
 #
 # After each drill the new leader's database is checked: every acknowledged
 # write once with its content, icv gapless, hash chains verified, stock =
@@ -33,7 +36,7 @@
 # and epoch) taken before the fault gets 409 `resnapshot` after a drill
 # that promoted a replica (a new epoch), a page after one that did not.
 # Finally `down`, and a check that nothing of the cluster is left running.
-# About six minutes (debug build, this shared 2-core machine).
+# About seven minutes (debug build, this shared 2-core machine).
 #
 #   scripts/ha-check.sh        # PHARMACY_BIN defaults to target/debug/pharmacy (built if missing)
 #   HA_CHECK_PORT=19480 HA_CHECK_DRILLS=failover scripts/ha-check.sh
@@ -47,7 +50,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 started=$(date +%s)
 PORT="${HA_CHECK_PORT:-18880}"
-DRILLS="${HA_CHECK_DRILLS:-failover,replica,etcd,freeze,node,stop}"
+DRILLS="${HA_CHECK_DRILLS:-failover,replica,etcd,freeze,node,stop,replicas}"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 DIR="$ROOT/target/ha-bench/cluster"
 

@@ -45,6 +45,10 @@ pub enum Drill {
     /// PostgreSQL and hands the lock over; started again once another
     /// node leads.
     Stop,
+    /// Both replicas' nodes lost (kill -9 of their Patroni and
+    /// postmaster): the leader goes on alone (not strict); both started
+    /// again 10 s later.
+    Replicas,
 }
 
 impl Drill {
@@ -56,7 +60,10 @@ impl Drill {
             "freeze" => Drill::Freeze,
             "node" => Drill::Node,
             "stop" => Drill::Stop,
-            other => bail!("unknown drill {other}: failover, replica, etcd, freeze, node or stop"),
+            "replicas" => Drill::Replicas,
+            other => bail!(
+                "unknown drill {other}: failover, replica, etcd, freeze, node, stop or replicas"
+            ),
         })
     }
 
@@ -68,6 +75,7 @@ impl Drill {
             Drill::Freeze => "freeze",
             Drill::Node => "node",
             Drill::Stop => "stop",
+            Drill::Replicas => "replicas",
         }
     }
 
@@ -79,6 +87,7 @@ impl Drill {
             Drill::Freeze => &["freeze-leader"],
             Drill::Node => &["kill-node"],
             Drill::Stop => &["stop-leader"],
+            Drill::Replicas => &["kill-replicas"],
         }
     }
 
@@ -265,6 +274,18 @@ pub async fn run(
         run_blocking(cluster, &["start-etcd", "e3"])?;
         println!("  etcd member e3 started again");
     }
+    if drill == Drill::Replicas {
+        // The leader alone for a while, then both nodes back.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        for node in report.fault_hit.split_whitespace() {
+            run_blocking(cluster, &["start-node", node])?;
+        }
+        println!(
+            "  start-node {} {:.1} s after the loss",
+            report.fault_hit,
+            fault_at.elapsed().as_secs_f64()
+        );
+    }
     if drill.brings_back() {
         // Thawed (started again) once another node leads: the frozen or
         // lost node's lock expired, or the stopped one handed it over.
@@ -304,7 +325,9 @@ pub async fn run(
                     Drill::Failover | Drill::Freeze | Drill::Node | Drill::Stop => {
                         leader_of(&members) != Some(report.leader_before.as_str())
                     }
-                    Drill::Replica => seen_broken || fault_at.elapsed() > Duration::from_secs(10),
+                    Drill::Replica | Drill::Replicas => {
+                        seen_broken || fault_at.elapsed() > Duration::from_secs(10)
+                    }
                     Drill::Etcd => true,
                 };
             if done {
@@ -349,18 +372,23 @@ pub async fn run(
             .failures
             .push(format!("the leader is still {}", report.leader_before));
     }
-    if drill != Drill::Etcd {
-        // The node the fault hit is back, as a replica.
+    // The nodes the fault hit are back, as replicas (an etcd member is
+    // not a database node).
+    let hits: Vec<&str> = match drill {
+        Drill::Etcd => Vec::new(),
+        _ => report.fault_hit.split_whitespace().collect(),
+    };
+    for hit in hits {
         let back = report.members_after.iter().any(|m| {
             let f: Vec<&str> = m.split_whitespace().collect();
-            f.first() == Some(&report.fault_hit.as_str())
+            f.first() == Some(&hit)
                 && matches!(f.get(1), Some(&"replica") | Some(&"sync_standby"))
                 && matches!(f.get(2), Some(&"streaming") | Some(&"running"))
         });
         if !back {
             report.failures.push(format!(
-                "{} is not back as a streaming replica: {:?}",
-                report.fault_hit, report.members_after
+                "{hit} is not back as a streaming replica: {:?}",
+                report.members_after
             ));
         }
     }

@@ -19,7 +19,9 @@
 //! `freeze`: SIGSTOP of the leader's Patroni, so HAProxy loses its view of
 //! the node while its PostgreSQL runs on, SIGCONT once another node leads;
 //! `node`: the whole leader node lost, kill -9 of its Patroni and its
-//! postmaster, the node started again once another node leads);
+//! postmaster, the node started again once another node leads; `stop`: the
+//! leader's node stopped in order, started again once another node leads;
+//! `replicas`: both replicas' nodes lost, started again 10 s later);
 //! a request not answered with success is sent again with the same mutation
 //! id and body until it is, for up to 60 s. Then, through the API and in the
 //! database the write port leads to (the new leader): every acknowledged
@@ -79,7 +81,8 @@ use crate::prep::Sizes;
     about = "Fault drills of the HA topology under load: lost and doubled acknowledged writes, time without writes"
 )]
 struct Cli {
-    /// Drills, comma-separated: failover, replica, etcd, freeze, node; `sync-cost`
+    /// Drills, comma-separated: failover, replica, etcd, freeze, node, stop,
+    /// replicas; `sync-cost`
     /// measures throughput with synchronous_commit on, remote_write, and
     /// asynchronous standbys instead.
     #[arg(value_delimiter = ',', default_value = "failover")]

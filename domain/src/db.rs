@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use deadpool_postgres::{ClientWrapper, GenericClient};
+use deadpool_postgres::{ClientWrapper, GenericClient, StatementCache};
 use sea_query::PostgresQueryBuilder;
 use sea_query_postgres::{PostgresBinder, PostgresValues};
 use tokio_postgres::Row;
@@ -227,7 +227,10 @@ impl<'a> Tx<'a> {
         self.finished = true;
         let client: &tokio_postgres::Client = self.client;
         match self.savepoint {
-            None => bounded(connection_key(self.client), client.batch_execute("COMMIT")).await?,
+            None => {
+                let key = connection_key(&self.client.statement_cache);
+                bounded(key, client.batch_execute("COMMIT")).await?
+            }
             Some(name) => {
                 client
                     .batch_execute(&format!("RELEASE SAVEPOINT {name}"))
@@ -283,9 +286,8 @@ impl Drop for Tx<'_> {
 /// (`clippy.toml`), so no write commits unbounded.
 #[allow(clippy::disallowed_methods)]
 pub async fn commit(tx: Transaction<'_>) -> Result<()> {
-    // The connection's statement cache: shared by the transaction and its
-    // client, one per connection for its whole life.
-    let key = Arc::as_ptr(&tx.statement_cache).addr();
+    // The transaction shares its connection's statement cache.
+    let key = connection_key(&tx.statement_cache);
     bounded(key, tx.commit()).await
 }
 
@@ -342,13 +344,13 @@ fn commit_bound() -> Option<Duration> {
 /// hook never sees the pool's own object id).
 static ABANDONED: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
 
-fn connection_key(client: &ClientWrapper) -> usize {
-    Arc::as_ptr(&client.statement_cache).addr()
+fn connection_key(cache: &Arc<StatementCache>) -> usize {
+    Arc::as_ptr(cache).addr()
 }
 
-/// Marks the connection `key` never to be handed out again: its session is still
-/// waiting for a `COMMIT` (for the synchronous standby), so a request on
-/// it would queue behind that wait. The pool's pre-recycle hook
+/// Marks the connection `key` never to be handed out again: its session
+/// is still waiting for a `COMMIT` (for the synchronous standby), so a
+/// request on it would queue behind that wait. The pool's pre-recycle hook
 /// (`abandoned`) drops it the next time the pool would hand it out;
 /// dropping it closes the socket and leaves the server's session waiting
 /// on, holding its locks until the standby answers or the node goes,
@@ -368,7 +370,7 @@ pub fn abandoned(client: &ClientWrapper) -> bool {
     ABANDONED
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .remove(&connection_key(client))
+        .remove(&connection_key(&client.statement_cache))
 }
 
 /// Whether the database `pool` reaches answers and takes writes: false
